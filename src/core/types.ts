@@ -1,0 +1,117 @@
+/**
+ * The domain records: jobs, attempts, events. Plain data, shared by every layer.
+ */
+import type { AttemptState, JobState } from './states.ts';
+
+/** Any JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** An error recorded on an attempt or a job. `code` is stable and machine-readable. */
+export interface RecordedError {
+  readonly code: string;
+  readonly message: string;
+  /** Anything the provider or a check reported (status, findings, the resolver's payload). */
+  readonly details?: unknown;
+}
+
+/** A provider passed over by failover, and why (e.g. `not_certified`). */
+export interface SkippedProvider {
+  readonly provider: string;
+  readonly reason: string;
+}
+
+/** Why an attempt was started. */
+export const AttemptKind = {
+  /** The first attempt of a job, started by the executor. */
+  First: 'first',
+  /** Started after a definite failure, on the next eligible provider of the chain. */
+  Failover: 'failover',
+  /** Started beside a running attempt after `hedgeAfterMs` of silence. */
+  Hedge: 'hedge',
+  /** Started by `POST /v1/jobs/{id}/attempts` (the fallback button). */
+  Manual: 'manual',
+} as const;
+export type AttemptKind = (typeof AttemptKind)[keyof typeof AttemptKind];
+
+/** A job: the durable record of one intent. */
+export interface Job {
+  readonly id: string;
+  readonly ownerId: string;
+  readonly idempotencyKey: string;
+  /** `sha256:<hex>` of the canonical request body. */
+  readonly fingerprint: string;
+  readonly route: string;
+  readonly input: unknown;
+  readonly metadata: Record<string, unknown> | null;
+  /** The provider chain resolved from the route at creation. */
+  readonly providers: readonly string[];
+  readonly state: JobState;
+  /** Bumped only when the job's outcome is decided (succeeded, failed, cancelled). */
+  readonly version: number;
+  /** The winning attempt's id, or null. */
+  readonly completedBy: string | null;
+  readonly result: unknown;
+  readonly error: RecordedError | null;
+  readonly skipped: readonly SkippedProvider[];
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** An attempt: one try of a job on one provider. */
+export interface Attempt {
+  readonly id: string;
+  readonly ownerId: string;
+  readonly jobId: string;
+  /** 1, 2, … within the job. */
+  readonly number: number;
+  readonly provider: string;
+  readonly kind: AttemptKind;
+  readonly state: AttemptState;
+  /** The job `version` this attempt will compare-and-swap against. */
+  readonly baseVersion: number;
+  readonly startedAt: Date;
+  /** When the attempt becomes `unknown` if no definite outcome arrived (set when an executor claims it). */
+  readonly deadlineAt: Date | null;
+  readonly finishedAt: Date | null;
+  readonly error: RecordedError | null;
+  /** The executor that holds the lease, or null (unclaimed, or released). */
+  readonly leaseOwner: string | null;
+  /** The fencing token of the current claim; every executor write must present it. */
+  readonly leaseToken: string | null;
+  readonly leaseExpiresAt: Date | null;
+}
+
+/** A job with its attempts, oldest first. */
+export interface JobWithAttempts extends Job {
+  readonly attempts: readonly Attempt[];
+}
+
+/** Event types of the append-only log. */
+export type JobEventType =
+  | 'job.created'
+  | 'job.state_changed'
+  | 'job.succeeded'
+  | 'job.failed'
+  | 'job.cancelled'
+  | 'attempt.started'
+  | 'attempt.claimed'
+  | 'attempt.running'
+  | 'attempt.succeeded'
+  | 'attempt.failed'
+  | 'attempt.cancelled'
+  | 'attempt.unknown'
+  | 'attempt.superseded'
+  | 'attempt.lease_expired'
+  | 'provider.skipped'
+  | 'race.lost';
+
+/** One row of the append-only event log. */
+export interface JobEvent {
+  readonly id: number;
+  readonly ownerId: string;
+  readonly jobId: string;
+  readonly attemptId: string | null;
+  readonly type: JobEventType;
+  readonly data: Record<string, unknown>;
+  readonly at: Date;
+}

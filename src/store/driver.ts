@@ -1,0 +1,257 @@
+/**
+ * The driver interface: the only place SQL lives behind.
+ *
+ * Internal (like River's `riverdriver`): {@link JobStore} is the public
+ * surface; a driver is a set of named queries per table plus transactions,
+ * migrations and wake-ups for one database engine. Drivers do not decide
+ * anything: every guarded write reports whether it applied and the caller
+ * decides what a lost race means.
+ *
+ * Conventions for every method:
+ * - rows come back as the domain records of `core/types.ts` (camelCase, `Date`
+ *   timestamps, parsed JSON);
+ * - JSON columns store the value's `JSON.stringify` text and return
+ *   `JSON.parse` of it (PostgreSQL type `json`, not `jsonb`, so a result is
+ *   stored exactly as given);
+ * - every statement filters by `owner_id` where the table has it.
+ */
+import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, SkippedProvider } from '../core/types.ts';
+import type { AttemptState, JobState } from '../core/states.ts';
+
+/** What a driver's engine can do; core code asks these, never the engine's name. */
+export interface DriverCapabilities {
+  /** `FOR UPDATE SKIP LOCKED`: many executors claim without blocking each other. */
+  readonly supportsSkipLocked: boolean;
+  /** LISTEN/NOTIFY: wake-ups across processes without polling. */
+  readonly supportsListenNotify: boolean;
+  /** Several connections write at once (false: one writer at a time, e.g. SQLite). */
+  readonly supportsConcurrentWriters: boolean;
+}
+
+/** The outcome of one migration. */
+export interface MigrationResult {
+  readonly version: number;
+  readonly name: string;
+  readonly status: 'applied' | 'already_applied';
+}
+
+/** A new job row. */
+export interface JobInsertRow {
+  readonly id: string;
+  readonly ownerId: string;
+  readonly idempotencyKey: string;
+  readonly fingerprint: string;
+  readonly route: string;
+  readonly input: unknown;
+  readonly metadata: Record<string, unknown> | null;
+  readonly providers: readonly string[];
+  readonly createdAt: Date;
+}
+
+/** Parameters of {@link DriverQueries.jobList}. */
+export interface JobListParams {
+  readonly ownerId: string;
+  readonly state?: JobState | undefined;
+  /** At most this many rows. */
+  readonly limit: number;
+  /** Rows strictly after this position in (created_at DESC, id DESC) order. */
+  readonly after?: { readonly createdAt: Date; readonly id: string } | undefined;
+}
+
+/** Parameters of {@link DriverQueries.jobUpdateProgress}: bookkeeping of a non-terminal job. */
+export interface JobProgressParams {
+  readonly ownerId: string;
+  readonly id: string;
+  readonly state: 'queued' | 'running' | 'unknown';
+  readonly attemptCount: number;
+  readonly skipped: readonly SkippedProvider[];
+  readonly updatedAt: Date;
+}
+
+/**
+ * Parameters of {@link DriverQueries.jobFinish}: the compare-and-swap that
+ * decides a job's outcome.
+ *
+ * SQL: `UPDATE jobs SET state = $state, completed_by = $completedBy,
+ * result = $result, error = $error, skipped = $skipped, version = version + 1,
+ * updated_at = $now, finished_at = $now
+ * WHERE owner_id = $ownerId AND id = $id AND version = $expectedVersion AND completed_by IS NULL`
+ * (and, for safety, `AND state NOT IN ('succeeded','failed','cancelled')`).
+ */
+export interface JobFinishParams {
+  readonly ownerId: string;
+  readonly id: string;
+  readonly expectedVersion: number;
+  readonly state: 'succeeded' | 'failed' | 'cancelled';
+  /** The winning attempt (succeeded only). */
+  readonly completedBy: string | null;
+  readonly result: unknown;
+  readonly error: RecordedError | null;
+  readonly skipped: readonly SkippedProvider[];
+  readonly now: Date;
+}
+
+/** A new attempt row. `leaseOwner`/`leaseToken`/`leaseExpiresAt` are all set (claimed at birth) or all null. */
+export interface AttemptInsertRow {
+  readonly id: string;
+  readonly ownerId: string;
+  readonly jobId: string;
+  readonly number: number;
+  readonly provider: string;
+  readonly kind: AttemptKind;
+  readonly state: 'starting';
+  readonly baseVersion: number;
+  readonly startedAt: Date;
+  readonly deadlineAt: Date | null;
+  readonly leaseOwner: string | null;
+  readonly leaseToken: string | null;
+  readonly leaseExpiresAt: Date | null;
+}
+
+/** The lease an executor must still hold for a fenced write. */
+export interface Fence {
+  readonly leaseOwner: string;
+  readonly leaseToken: string;
+  /** The write applies only if the lease has not expired at this time. */
+  readonly now: Date;
+}
+
+/**
+ * Parameters of {@link DriverQueries.attemptUpdate}: a guarded transition.
+ *
+ * SQL: `UPDATE attempts SET <set> WHERE owner_id = $ownerId AND id = $id
+ * AND state = ANY($fromStates)` plus, with a fence,
+ * `AND lease_owner = $fence.leaseOwner AND lease_token = $fence.leaseToken
+ * AND lease_expires_at > $fence.now`. Returns whether one row changed.
+ * Fields of `set` that are `undefined` are left as they are; `null` clears.
+ * `releaseLease: true` sets lease_owner and lease_expires_at to NULL (the
+ * token stays, for the record).
+ */
+export interface AttemptUpdateParams {
+  readonly ownerId: string;
+  readonly id: string;
+  readonly fromStates: readonly AttemptState[];
+  readonly fence?: Fence | undefined;
+  readonly set: {
+    readonly state?: AttemptState;
+    readonly startedAt?: Date;
+    readonly deadlineAt?: Date | null;
+    readonly finishedAt?: Date | null;
+    readonly error?: RecordedError | null;
+    readonly leaseExpiresAt?: Date;
+    readonly releaseLease?: boolean;
+  };
+}
+
+/**
+ * Parameters of {@link DriverQueries.attemptClaim}: lease unclaimed `starting`
+ * attempts, oldest first.
+ *
+ * SQL (PostgreSQL): `UPDATE attempts SET lease_owner = $leaseOwner,
+ * lease_token = <a fresh token per row>, lease_expires_at = $leaseExpiresAt
+ * WHERE (owner_id, id) IN (SELECT owner_id, id FROM attempts WHERE state =
+ * 'starting' AND lease_owner IS NULL ORDER BY started_at LIMIT $limit FOR
+ * UPDATE SKIP LOCKED) RETURNING *`. Each claimed row gets its own new token.
+ */
+export interface AttemptClaimParams {
+  readonly leaseOwner: string;
+  readonly leaseExpiresAt: Date;
+  readonly limit: number;
+}
+
+/** Parameters of {@link DriverQueries.attemptExtendLeases}. */
+export interface LeaseExtendParams {
+  readonly leaseOwner: string;
+  readonly leaseTokens: readonly string[];
+  readonly leaseExpiresAt: Date;
+  /** Only leases still valid at this time are extended. */
+  readonly now: Date;
+}
+
+/** A new event row (the id is assigned by the database). */
+export type EventInsertRow = Omit<JobEvent, 'id'>;
+
+/** Named queries. The same object shape serves autocommit use and a transaction. */
+export interface DriverQueries {
+  /**
+   * `INSERT INTO jobs … ON CONFLICT (owner_id, idempotency_key) DO NOTHING RETURNING *`
+   * with state `queued`, version 0, attempt_count 0, skipped `[]`,
+   * updated_at = created_at. Returns the new job, or null when the key exists.
+   */
+  jobInsert(row: JobInsertRow): Promise<Job | null>;
+  /** The job for (owner, idempotency key), or null. */
+  jobGetByKey(ownerId: string, idempotencyKey: string): Promise<Job | null>;
+  /**
+   * The job, or null. With `forUpdate`, inside a transaction, the row is locked
+   * until commit (PostgreSQL `FOR UPDATE`; SQLite's write transaction already
+   * excludes other writers).
+   */
+  jobGet(ownerId: string, id: string, forUpdate?: boolean): Promise<Job | null>;
+  /** The owner's jobs, newest first (created_at DESC, id DESC). */
+  jobList(params: JobListParams): Promise<Job[]>;
+  /** Sets state, attempt_count, skipped and updated_at of a job that is not terminal. Returns whether it applied. */
+  jobUpdateProgress(params: JobProgressParams): Promise<boolean>;
+  /** The outcome compare-and-swap; returns whether it applied (false: the caller lost). */
+  jobFinish(params: JobFinishParams): Promise<boolean>;
+  /**
+   * Jobs in state `queued`, oldest first, locked for this transaction
+   * (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent executors take
+   * different jobs). Only inside a transaction.
+   */
+  jobListQueuedForUpdate(limit: number): Promise<Job[]>;
+
+  /** Inserts an attempt. Fails (unique violation) if (owner, job, number) exists. */
+  attemptInsert(row: AttemptInsertRow): Promise<void>;
+  /** A job's attempts, oldest first (by number). */
+  attemptListByJob(ownerId: string, jobId: string): Promise<Attempt[]>;
+  /** Attempts of several jobs of one owner, ordered by job then number. */
+  attemptListByJobs(ownerId: string, jobIds: readonly string[]): Promise<Attempt[]>;
+  /** The attempt, or null. */
+  attemptGet(ownerId: string, id: string): Promise<Attempt | null>;
+  /** A guarded transition; returns whether it applied. */
+  attemptUpdate(params: AttemptUpdateParams): Promise<boolean>;
+  /** Leases unclaimed `starting` attempts; returns them as now leased. */
+  attemptClaim(params: AttemptClaimParams): Promise<Attempt[]>;
+  /** Extends the given leases of one executor; returns the tokens still held. */
+  attemptExtendLeases(params: LeaseExtendParams): Promise<string[]>;
+  /** Leased attempts in `starting` or `running` whose lease expired before `now`, oldest first. */
+  attemptListLeaseExpired(now: Date, limit: number): Promise<Attempt[]>;
+
+  /** Appends events. */
+  eventInsert(rows: readonly EventInsertRow[]): Promise<void>;
+  /** A job's events, oldest first. */
+  eventList(ownerId: string, jobId: string): Promise<JobEvent[]>;
+  /** Events of every job, with id greater than `afterId`, oldest first (for checkers and tailing). */
+  eventListAll(afterId: number, limit: number): Promise<JobEvent[]>;
+}
+
+/** One database engine behind the store. */
+export interface Driver {
+  /** The engine's name, for logs and test names only (never for branching). */
+  readonly name: string;
+  readonly capabilities: DriverCapabilities;
+  /** Autocommit queries. */
+  readonly queries: DriverQueries;
+  /**
+   * Runs `fn` in one transaction: committed when it resolves, rolled back when
+   * it throws. PostgreSQL: READ COMMITTED, serialization by row locks
+   * (`jobGet(…, true)`); SQLite: `BEGIN IMMEDIATE`, one writer at a time.
+   * Retries on serialization/busy errors are the driver's business.
+   */
+  transaction<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T>;
+  /** Applies pending migrations under a lock; safe to call from several processes at once. */
+  migrate(): Promise<MigrationResult[]>;
+  /** Versions of migrations not yet applied (empty when current). */
+  pendingMigrations(): Promise<number[]>;
+  /** Cheap round trip (readiness). */
+  ping(): Promise<void>;
+  /** Tells other processes there is new work (PostgreSQL NOTIFY; a no-op without the capability). */
+  notifyWork(): Promise<void>;
+  /** Calls `listener` when another process notified work; returns an unsubscribe function. */
+  onWork(listener: () => void): Promise<() => Promise<void>>;
+  /** Closes every connection. */
+  close(): Promise<void>;
+}
+
+/** Re-exported for drivers. */
+export type { Attempt, Job, JobEvent, JobEventType, RecordedError, SkippedProvider };

@@ -1,0 +1,202 @@
+/**
+ * The store: the public, engine-independent surface over a {@link Driver}.
+ *
+ * Every mutating method is one transaction that locks the job row, loads the
+ * job's attempts, asks the pure rules of `core/job-rules.ts`, and writes the
+ * answer with guarded SQL. The HTTP API, the executor and the CLI all go
+ * through this interface; none of them sees SQL.
+ */
+import type { EligibilityCheck } from '../core/job-rules.ts';
+import type { JobState } from '../core/states.ts';
+import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError } from '../core/types.ts';
+import type { DriverCapabilities, MigrationResult } from './driver.ts';
+
+/** Parameters of {@link Store.createJob}. */
+export interface CreateJobParams {
+  readonly ownerId: string;
+  readonly idempotencyKey: string;
+  readonly route: string;
+  readonly input: unknown;
+  readonly metadata?: Record<string, unknown> | null | undefined;
+  /** The route's provider chain, resolved now and stored on the job. */
+  readonly providers: readonly string[];
+  /**
+   * The fingerprint of the request; defaults to the fingerprint of
+   * `{ route, input, metadata }`. Give it when the request has another shape
+   * (the OpenAI-compatible endpoint fingerprints its whole body).
+   */
+  readonly fingerprint?: string | undefined;
+}
+
+/** Result of {@link Store.createJob}. */
+export interface CreateJobResult {
+  readonly job: JobWithAttempts;
+  /** True for the caller whose INSERT created the row; false for a replay. */
+  readonly created: boolean;
+}
+
+/** Parameters of {@link Store.listJobs}. */
+export interface ListJobsParams {
+  readonly ownerId: string;
+  readonly state?: JobState | undefined;
+  /** 1 to 200; default 50. */
+  readonly limit?: number | undefined;
+  /** An opaque cursor from a previous page's `nextCursor`. */
+  readonly cursor?: string | undefined;
+}
+
+/** One page of jobs. */
+export interface ListJobsResult {
+  readonly jobs: readonly JobWithAttempts[];
+  /** Cursor of the next page, or null on the last one. */
+  readonly nextCursor: string | null;
+}
+
+/** A lease to take on a new attempt at birth (executor-started attempts). */
+export interface LeaseRequest {
+  readonly leaseOwner: string;
+  readonly leaseMs: number;
+  /** The attempt's deadline from now (the provider's `timeoutMs`). */
+  readonly timeoutMs: number;
+}
+
+/** Parameters of {@link Store.startAttempt}. */
+export interface StartAttemptParams {
+  readonly ownerId: string;
+  readonly jobId: string;
+  readonly kind: AttemptKind;
+  /** An explicit provider; default: the next eligible provider of the chain. */
+  readonly provider?: string | undefined;
+  /** The route's hedge delay (null: no hedging). */
+  readonly hedgeAfterMs: number | null;
+  /** The certification gate; default: every provider eligible. */
+  readonly eligible?: EligibilityCheck | undefined;
+  /** Claim the attempt at birth (the executor's own hedges and first attempts). */
+  readonly lease?: LeaseRequest | undefined;
+}
+
+/** The definite outcome of an attempt, reported by an executor or an explicit resolve. */
+export type AttemptOutcome =
+  | { readonly state: 'succeeded'; readonly result: unknown }
+  | { readonly state: 'failed'; readonly error: RecordedError }
+  | { readonly state: 'cancelled'; readonly error?: RecordedError | undefined };
+
+/** Parameters of {@link Store.settleAttempt}. */
+export interface SettleAttemptParams {
+  readonly ownerId: string;
+  readonly attemptId: string;
+  readonly outcome: AttemptOutcome;
+  /**
+   * The executor's lease; when given, the write applies only while that lease
+   * is held and unexpired (fencing). Explicit resolves give none.
+   */
+  readonly fence?: { readonly leaseOwner: string; readonly leaseToken: string } | undefined;
+  /** The gate for the failover this settlement may cause; default: every provider eligible. */
+  readonly eligible?: EligibilityCheck | undefined;
+  /** Who settled it, for the event log (`executor:<id>`, `api`, `cli`). */
+  readonly actor?: string | undefined;
+}
+
+/** Result of {@link Store.settleAttempt}. */
+export interface SettleAttemptResult {
+  /** The attempt after settling: `succeeded`, `superseded`, `failed` or `cancelled`. */
+  readonly attempt: Attempt;
+  readonly job: JobWithAttempts;
+  /** For a success: whether it won the compare-and-swap. */
+  readonly won: boolean;
+  /** A failover attempt this settlement started, if any (unclaimed, `starting`). */
+  readonly failover: Attempt | null;
+}
+
+/** A claimed attempt with its job, handed to an executor. */
+export interface ClaimedAttempt {
+  readonly attempt: Attempt;
+  readonly job: Job;
+}
+
+/** Parameters of {@link Store.claimWork}. */
+export interface ClaimWorkParams {
+  readonly leaseOwner: string;
+  readonly leaseMs: number;
+  readonly limit: number;
+  /** The deadline of an attempt on `provider` (its `timeoutMs`). */
+  readonly timeoutMsFor: (provider: string) => number;
+  /** The gate for first attempts (default: every provider eligible). */
+  readonly eligible?: EligibilityCheck | undefined;
+}
+
+/** The store's public surface. */
+export interface Store {
+  readonly capabilities: DriverCapabilities;
+  /** Applies pending migrations (safe from several processes at once). */
+  migrate(): Promise<MigrationResult[]>;
+  /** Whether the database answers and its schema is current. */
+  readiness(): Promise<{ readonly ok: boolean; readonly pendingMigrations: readonly number[]; readonly error?: string }>;
+
+  /**
+   * Creates the job for (owner, idempotency key), or returns the existing one.
+   * A single `INSERT … ON CONFLICT DO NOTHING`; the loser of a race reads the
+   * row back and compares fingerprints.
+   *
+   * @throws OnejobError `idempotency_key_reused` when the key exists with another fingerprint.
+   */
+  createJob(params: CreateJobParams): Promise<CreateJobResult>;
+  /** The owner's job with its attempts, or null (also for another owner's job). */
+  getJob(ownerId: string, jobId: string): Promise<JobWithAttempts | null>;
+  /** The owner's jobs, newest first. @throws OnejobError `invalid_request` for a bad cursor. */
+  listJobs(params: ListJobsParams): Promise<ListJobsResult>;
+  /** The owner's attempt, or null. */
+  getAttempt(ownerId: string, attemptId: string): Promise<Attempt | null>;
+  /** A job's event log, oldest first. */
+  listEvents(ownerId: string, jobId: string): Promise<readonly JobEvent[]>;
+
+  /**
+   * Starts a new attempt under the job lock (CONTRACT §2, invariant 3).
+   *
+   * @throws OnejobError `job_not_found`, `attempt_in_doubt`, `attempt_in_flight`,
+   *   `job_finished`, `provider_not_certified`, `chain_exhausted`.
+   */
+  startAttempt(params: StartAttemptParams): Promise<Attempt>;
+  /**
+   * Records an attempt's definite outcome. A success goes through the
+   * completion compare-and-swap (superseded when it loses); a failure or
+   * cancellation moves the job down its chain or fails it.
+   *
+   * @throws OnejobError `attempt_not_found`, `attempt_finished` (already
+   *   terminal, or not in a state the fence allows), `lease_lost`.
+   */
+  settleAttempt(params: SettleAttemptParams): Promise<SettleAttemptResult>;
+  /**
+   * Cancels the job: terminal `cancelled` through the same compare-and-swap;
+   * unclaimed `starting` attempts are cancelled; claimed ones are left for
+   * their executor to stop (a later result is superseded).
+   *
+   * @throws OnejobError `job_not_found`, `job_finished`.
+   */
+  cancelJob(ownerId: string, jobId: string): Promise<JobWithAttempts>;
+
+  /**
+   * Claims work for an executor: unclaimed `starting` attempts, and first
+   * attempts for `queued` jobs (created here, leased at birth).
+   */
+  claimWork(params: ClaimWorkParams): Promise<ClaimedAttempt[]>;
+  /** `starting` → `running`, fenced. Returns false when the lease is lost or the attempt moved on. */
+  markRunning(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean>;
+  /**
+   * `starting`/`running` → `unknown`, fenced; the lease is kept so the
+   * executor can still report a late answer. Returns false when the lease is
+   * lost or the attempt moved on.
+   */
+  markUnknown(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean>;
+  /** Extends leases; returns the tokens still held (a missing token means: stop, you lost it). */
+  extendLeases(params: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]>;
+  /** Releases a lease without changing state (the executor stops listening for a late answer). */
+  releaseLease(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean>;
+  /** Moves attempts whose executor's lease expired to `unknown` (never failed). Returns how many. */
+  rescueExpiredLeases(limit?: number): Promise<number>;
+  /** Tells other processes there is new work. */
+  notifyWork(): Promise<void>;
+  /** Calls `listener` on new work from any process; returns an unsubscribe function. */
+  onWork(listener: () => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
