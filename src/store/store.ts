@@ -198,5 +198,12 @@ export interface Store {
   notifyWork(): Promise<void>;
   /** Calls `listener` on new work from any process; returns an unsubscribe function. */
   onWork(listener: () => void): Promise<() => Promise<void>>;
+  /**
+   * Calls `listener` after a committed change of a job's state, outcome or
+   * attempts, made through this store object (same process). Long-polls use it
+   * together with a slow re-read as the fallback for changes made by other
+   * processes. Returns an unsubscribe function.
+   */
+  onJobChanged(listener: (ownerId: string, jobId: string) => void): () => void;
   close(): Promise<void>;
 }
