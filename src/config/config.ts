@@ -1,0 +1,374 @@
+/**
+ * Configuration: a JSON file plus the environment (CONTRACT §4).
+ *
+ * {@link loadConfig} reads the file named by `--config`, else `ONEJOB_CONFIG`,
+ * else `onejob.config.json` in the working directory when it exists; then the
+ * environment overrides it (`DATABASE_URL`, `PORT`, `ONEJOB_API_KEYS`). String
+ * values written `"env:NAME"` are read from the environment. The result is
+ * validated with Ajv and every problem is reported with its path and reason as
+ * one {@link OnejobError} `config_invalid`. See `docs/config.md`.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
+import { Ajv, type ErrorObject } from 'ajv';
+import addFormatsImport from 'ajv-formats';
+import { OnejobError } from '../core/errors.ts';
+
+const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
+
+/** Provider types onejob knows how to call. Extend here when a new adapter lands. */
+export const PROVIDER_TYPES = ['openai', 'anthropic'] as const;
+/** A provider type. */
+export type ProviderType = (typeof PROVIDER_TYPES)[number];
+
+/** The default database when neither the file nor `DATABASE_URL` names one. */
+export const DEFAULT_DATABASE_URL = 'sqlite:./onejob.db';
+/** The default port of `onejob serve`. */
+export const DEFAULT_PORT = 8080;
+/** The default request body limit: 1 MiB. */
+export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
+/** The default deadline of one attempt. */
+export const DEFAULT_TIMEOUT_MS = 20_000;
+/** The config file read when no path is given, if it exists. */
+export const DEFAULT_CONFIG_FILE = 'onejob.config.json';
+
+/** One configured provider. Unknown fields are kept for the provider's adapter. */
+export interface ProviderConfig {
+  readonly type: ProviderType;
+  readonly baseUrl: string;
+  /** The API key (after `env:` resolution), or null when the provider needs none (a local server). */
+  readonly apiKey: string | null;
+  readonly model: string;
+  /** An attempt's deadline; past it the attempt is `unknown`. Default 20000. */
+  readonly timeoutMs: number;
+  readonly [extra: string]: unknown;
+}
+
+/** One configured route: an ordered provider chain and its policies. */
+export interface RouteConfig {
+  /** Provider names, in failover order; each exists in `providers`. */
+  readonly providers: readonly string[];
+  /** Start a hedge after this much silence from a running attempt; null (default) means never. */
+  readonly hedgeAfterMs: number | null;
+  /** The name of the route's contract in `contracts`, or null. */
+  readonly contract: string | null;
+}
+
+/** The validated configuration of one onejob process. */
+export interface OnejobConfig {
+  /** `sqlite:<path>`, `sqlite::memory:` or `postgres://…`. Default `sqlite:./onejob.db`. */
+  readonly databaseUrl: string;
+  /** HTTP port. Default 8080. */
+  readonly port: number;
+  /** HTTP listen address. Default `0.0.0.0`. */
+  readonly host: string;
+  /** Largest accepted request body. Default 1 MiB. */
+  readonly bodyLimitBytes: number;
+  /** API token → owner. */
+  readonly apiKeys: Readonly<Record<string, string>>;
+  readonly providers: Readonly<Record<string, ProviderConfig>>;
+  readonly routes: Readonly<Record<string, RouteConfig>>;
+  /** Route contracts, kept as opaque objects for the contracts module. */
+  readonly contracts: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+  /** The absolute path of the file that was read, or null. */
+  readonly configPath: string | null;
+}
+
+/** Options of {@link loadConfig}. */
+export interface LoadConfigOptions {
+  /** The `--config` flag, if given; it wins over `ONEJOB_CONFIG`. */
+  readonly argvConfigPath?: string | undefined;
+  /** The environment (usually `process.env`). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Directory that relative paths are resolved against. Default `process.cwd()`. */
+  readonly cwd?: string | undefined;
+  /**
+   * When false, an `env:NAME` secret whose variable is unset becomes null
+   * instead of an error (for commands that never call a provider, such as
+   * `migrate` and `jobs list`). Default true.
+   */
+  readonly requireSecrets?: boolean | undefined;
+}
+
+/** The JSON Schema of the config file (draft 2020-12 subset Ajv understands). */
+export const CONFIG_FILE_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    $schema: { type: 'string' },
+    database: { type: 'string', minLength: 1 },
+    port: { type: 'integer', minimum: 0, maximum: 65535 },
+    host: { type: 'string', minLength: 1 },
+    bodyLimitBytes: { type: 'integer', minimum: 1 },
+    apiKeys: {
+      type: 'object',
+      propertyNames: { pattern: '^[!-~]+$' },
+      additionalProperties: { type: 'string', minLength: 1 },
+    },
+    providers: {
+      type: 'object',
+      additionalProperties: {
+        type: 'object',
+        required: ['type', 'baseUrl', 'model'],
+        properties: {
+          type: { enum: [...PROVIDER_TYPES] },
+          baseUrl: { type: 'string', minLength: 1 },
+          apiKey: { type: ['string', 'null'] },
+          model: { type: 'string', minLength: 1 },
+          timeoutMs: { type: 'integer', minimum: 1 },
+        },
+      },
+    },
+    routes: {
+      type: 'object',
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['providers'],
+        properties: {
+          providers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', minLength: 1 } },
+          hedgeAfterMs: { type: ['integer', 'null'], minimum: 0 },
+          contract: { type: ['string', 'null'], minLength: 1 },
+        },
+      },
+    },
+    contracts: { type: 'object', additionalProperties: { type: 'object' } },
+  },
+} as const;
+
+let validateFile: ReturnType<Ajv['compile']> | undefined;
+
+function validator(): ReturnType<Ajv['compile']> {
+  if (!validateFile) {
+    const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true });
+    addFormats(ajv);
+    validateFile = ajv.compile(CONFIG_FILE_SCHEMA);
+  }
+  return validateFile;
+}
+
+/** One Ajv error as `path: reason`. */
+function describeAjvError(e: ErrorObject): string {
+  let path = e.instancePath === '' ? '(root)' : e.instancePath;
+  let reason = e.message ?? 'is invalid';
+  if (e.keyword === 'additionalProperties') {
+    const extra = (e.params as { additionalProperty: string }).additionalProperty;
+    path = `${e.instancePath}/${extra}`;
+    reason = 'is not a known setting';
+  } else if (e.keyword === 'required') {
+    path = `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}`;
+    reason = 'is required';
+  } else if (e.keyword === 'enum') {
+    reason = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+  } else if (e.keyword === 'propertyNames') {
+    reason = 'has a key that is not visible ASCII';
+  }
+  return `${path}: ${reason}`;
+}
+
+function invalid(source: string, problems: readonly string[]): OnejobError {
+  return new OnejobError('config_invalid', `${source}: ${problems.join('; ')}`, { details: { problems } });
+}
+
+/**
+ * Parses `ONEJOB_API_KEYS` (`token=owner,token=owner`; spaces around entries ignored).
+ *
+ * @example parseApiKeys('tok_a=alice, tok_b=bob') // { tok_a: 'alice', tok_b: 'bob' }
+ * @throws OnejobError `config_invalid` naming the bad entry.
+ */
+export function parseApiKeys(text: string): Record<string, string> {
+  const keys: Record<string, string> = {};
+  const problems: string[] = [];
+  text.split(',').forEach((raw, index) => {
+    const entry = raw.trim();
+    if (entry === '') return;
+    const eq = entry.indexOf('=');
+    const token = eq < 0 ? '' : entry.slice(0, eq).trim();
+    const owner = eq < 0 ? '' : entry.slice(eq + 1).trim();
+    if (eq < 0 || token === '' || owner === '') {
+      problems.push(`entry ${index + 1} must be token=owner`);
+    } else if (!/^[!-~]+$/.test(token)) {
+      problems.push(`entry ${index + 1}: the token must be visible ASCII without spaces`);
+    } else if (Object.hasOwn(keys, token)) {
+      problems.push(`entry ${index + 1}: the token is listed twice`);
+    } else {
+      keys[token] = owner;
+    }
+  });
+  if (problems.length > 0) throw invalid('ONEJOB_API_KEYS', problems);
+  return keys;
+}
+
+/** Resolves one `env:NAME` value; other strings pass through. */
+function secret(value: string, path: string, env: LoadConfigOptions['env'], requireSecrets: boolean, problems: string[]): string | null {
+  if (!value.startsWith('env:')) return value;
+  const name = value.slice(4);
+  const found = env[name];
+  if (found !== undefined && found !== '') return found;
+  if (requireSecrets) problems.push(`${path}: environment variable ${name || '(empty name)'} is not set`);
+  return null;
+}
+
+function readFile(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (cause) {
+    const why = (cause as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (cause as Error).message;
+    throw new OnejobError('config_invalid', `${path}: cannot read the config file (${why})`, { cause });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    throw new OnejobError('config_invalid', `${path}: not valid JSON (${(cause as Error).message})`, { cause });
+  }
+}
+
+function checkDatabaseUrl(url: string, source: string): void {
+  if (!/^(sqlite:.+|postgres(ql)?:\/\/.+)$/.test(url)) {
+    throw invalid(source, [`must be sqlite:<path>, sqlite::memory: or postgres://…, got ${JSON.stringify(url)}`]);
+  }
+}
+
+/**
+ * Loads, merges and validates the configuration.
+ *
+ * Precedence: environment over file over defaults. The file is `argvConfigPath`,
+ * else `ONEJOB_CONFIG`, else `onejob.config.json` if it exists (none is fine).
+ *
+ * @example const config = loadConfig({ argvConfigPath: opts.config, env: process.env });
+ * @throws OnejobError `config_invalid` with every problem found (path and reason).
+ */
+export function loadConfig(options: LoadConfigOptions): OnejobConfig {
+  const { env } = options;
+  const cwd = options.cwd ?? process.cwd();
+  const requireSecrets = options.requireSecrets ?? true;
+
+  const explicit = options.argvConfigPath ?? (env.ONEJOB_CONFIG ? env.ONEJOB_CONFIG : undefined);
+  let configPath: string | null = null;
+  if (explicit !== undefined) configPath = resolvePath(cwd, explicit);
+  else if (existsSync(resolvePath(cwd, DEFAULT_CONFIG_FILE))) configPath = resolvePath(cwd, DEFAULT_CONFIG_FILE);
+
+  const raw: unknown = configPath === null ? {} : readFile(configPath);
+  const source = configPath ?? 'config';
+  const validate = validator();
+  if (!validate(raw)) throw invalid(source, (validate.errors ?? []).map(describeAjvError));
+  const file = raw as {
+    database?: string;
+    port?: number;
+    host?: string;
+    bodyLimitBytes?: number;
+    apiKeys?: Record<string, string>;
+    providers?: Record<string, Record<string, unknown>>;
+    routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
+    contracts?: Record<string, Record<string, unknown>>;
+  };
+
+  const problems: string[] = [];
+
+  // Providers: resolve env: secrets in every top-level string field.
+  const providers: Record<string, ProviderConfig> = {};
+  for (const [name, p] of Object.entries(file.providers ?? {})) {
+    const resolved: Record<string, unknown> = {};
+    for (const [field, value] of Object.entries(p)) {
+      resolved[field] = typeof value === 'string' ? secret(value, `/providers/${name}/${field}`, env, requireSecrets, problems) : value;
+    }
+    providers[name] = {
+      ...resolved,
+      type: p.type as ProviderType,
+      baseUrl: (resolved.baseUrl as string | null) ?? '',
+      apiKey: (resolved.apiKey as string | null | undefined) ?? null,
+      model: (resolved.model as string | null) ?? '',
+      timeoutMs: (p.timeoutMs as number | undefined) ?? DEFAULT_TIMEOUT_MS,
+    };
+  }
+
+  const contracts = { ...(file.contracts ?? {}) };
+  const routes: Record<string, RouteConfig> = {};
+  for (const [name, r] of Object.entries(file.routes ?? {})) {
+    r.providers.forEach((p, i) => {
+      if (!Object.hasOwn(providers, p)) problems.push(`/routes/${name}/providers/${i}: provider ${JSON.stringify(p)} is not configured`);
+    });
+    const contract = r.contract ?? null;
+    if (contract !== null && !Object.hasOwn(contracts, contract)) {
+      problems.push(`/routes/${name}/contract: contract ${JSON.stringify(contract)} is not configured`);
+    }
+    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract };
+  }
+
+  // API keys: file keys may be env: references; ONEJOB_API_KEYS replaces the whole set.
+  let apiKeys: Record<string, string> = {};
+  if (env.ONEJOB_API_KEYS !== undefined && env.ONEJOB_API_KEYS.trim() !== '') {
+    apiKeys = parseApiKeys(env.ONEJOB_API_KEYS);
+  } else {
+    for (const [token, owner] of Object.entries(file.apiKeys ?? {})) {
+      const t = secret(token, `/apiKeys/${token}`, env, requireSecrets, problems);
+      if (t !== null) apiKeys[t] = owner;
+    }
+  }
+
+  let databaseUrl = DEFAULT_DATABASE_URL;
+  if (file.database !== undefined) databaseUrl = secret(file.database, '/database', env, true, problems) ?? DEFAULT_DATABASE_URL;
+  if (problems.length > 0) throw invalid(source, problems);
+  if (env.DATABASE_URL !== undefined && env.DATABASE_URL !== '') {
+    databaseUrl = env.DATABASE_URL;
+    checkDatabaseUrl(databaseUrl, 'DATABASE_URL');
+  } else {
+    checkDatabaseUrl(databaseUrl, `${source}: /database`);
+  }
+
+  let port = file.port ?? DEFAULT_PORT;
+  if (env.PORT !== undefined && env.PORT !== '') {
+    if (!/^\d{1,5}$/.test(env.PORT) || Number(env.PORT) > 65535) throw invalid('PORT', [`must be an integer from 0 to 65535, got ${JSON.stringify(env.PORT)}`]);
+    port = Number(env.PORT);
+  }
+
+  return {
+    databaseUrl,
+    port,
+    host: file.host ?? '0.0.0.0',
+    bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    apiKeys,
+    providers,
+    routes,
+    contracts,
+    configPath,
+  };
+}
+
+/**
+ * A configuration built in code (tests, embedding), with the same defaults as {@link loadConfig}.
+ * Not validated: give routes whose providers exist.
+ *
+ * @example defineConfig({ apiKeys: { tok: 'alice' }, routes: { r: { providers: ['p'] } }, providers: { p: { type: 'openai', baseUrl: 'http://x', model: 'm' } } })
+ */
+export function defineConfig(partial: {
+  databaseUrl?: string;
+  port?: number;
+  host?: string;
+  bodyLimitBytes?: number;
+  apiKeys?: Record<string, string>;
+  providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
+  routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
+  contracts?: Record<string, Record<string, unknown>>;
+}): OnejobConfig {
+  const providers: Record<string, ProviderConfig> = {};
+  for (const [name, p] of Object.entries(partial.providers ?? {})) {
+    providers[name] = { ...p, apiKey: p.apiKey ?? null, timeoutMs: p.timeoutMs ?? DEFAULT_TIMEOUT_MS };
+  }
+  const routes: Record<string, RouteConfig> = {};
+  for (const [name, r] of Object.entries(partial.routes ?? {})) {
+    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract: r.contract ?? null };
+  }
+  return {
+    databaseUrl: partial.databaseUrl ?? DEFAULT_DATABASE_URL,
+    port: partial.port ?? DEFAULT_PORT,
+    host: partial.host ?? '0.0.0.0',
+    bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    apiKeys: { ...(partial.apiKeys ?? {}) },
+    providers,
+    routes,
+    contracts: { ...(partial.contracts ?? {}) },
+    configPath: null,
+  };
+}
