@@ -56,8 +56,6 @@ export interface ListJobsResult {
 export interface LeaseRequest {
   readonly leaseOwner: string;
   readonly leaseMs: number;
-  /** The attempt's deadline from now (the provider's `timeoutMs`). */
-  readonly timeoutMs: number;
 }
 
 /** Parameters of {@link Store.startAttempt}. */
@@ -119,8 +117,6 @@ export interface ClaimWorkParams {
   readonly leaseOwner: string;
   readonly leaseMs: number;
   readonly limit: number;
-  /** The deadline of an attempt on `provider` (its `timeoutMs`). */
-  readonly timeoutMsFor: (provider: string) => number;
   /** The gate for first attempts (default: every provider eligible). */
   readonly eligible?: EligibilityCheck | undefined;
 }
@@ -180,8 +176,11 @@ export interface Store {
    * attempts for `queued` jobs (created here, leased at birth).
    */
   claimWork(params: ClaimWorkParams): Promise<ClaimedAttempt[]>;
-  /** `starting` → `running`, fenced. Returns false when the lease is lost or the attempt moved on. */
-  markRunning(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean>;
+  /**
+   * `starting` → `running`, fenced; sets the attempt's deadline to now +
+   * `timeoutMs`. Returns false when the lease is lost or the attempt moved on.
+   */
+  markRunning(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean>;
   /**
    * `starting`/`running` → `unknown`, fenced; the lease is kept so the
    * executor can still report a late answer. Returns false when the lease is

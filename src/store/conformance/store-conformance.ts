@@ -1,0 +1,385 @@
+/**
+ * The store conformance suite: one set of tests every driver must pass
+ * (River's `riverdrivertest`). It runs on vitest.
+ *
+ * @example
+ * runStoreConformance({ name: 'sqlite', createStore: (clock) => createTestStore(sqlite, { clock }) });
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../core/clock.ts';
+import { isOnejobError, type ErrorCode } from '../../core/errors.ts';
+import type { EligibilityCheck } from '../../core/job-rules.ts';
+import type { Attempt } from '../../core/types.ts';
+import type { JobStore } from '../job-store.ts';
+
+/** What the suite needs from a driver under test. */
+export interface StoreConformanceOptions {
+  readonly name: string;
+  /** Why the suite is skipped (names the capability or setting), or null. */
+  readonly skip?: string | null;
+  /** A migrated store on a fresh database, using `clock`. */
+  readonly createStore: (clock: ManualClock) => Promise<{ store: JobStore; cleanup(): Promise<void> }>;
+  /** How many times the concurrency tests repeat; default 20. */
+  readonly repetitions?: number;
+}
+
+const OWNER = 'alice';
+const CHAIN = ['primary', 'fallback', 'third'];
+const EXECUTOR = 'exe_test';
+const LEASE_MS = 30_000;
+
+/** Awaits `p` and returns the OnejobError code it rejected with (fails if it resolved or threw something else). */
+async function codeOf(p: Promise<unknown>): Promise<ErrorCode> {
+  try {
+    await p;
+  } catch (e) {
+    if (isOnejobError(e)) return e.code;
+    throw e;
+  }
+  throw new Error('expected an OnejobError, but the call succeeded');
+}
+
+/** Registers the conformance tests for one driver. */
+export function runStoreConformance(o: StoreConformanceOptions): void {
+  const reps = o.repetitions ?? 20;
+  describe.skipIf(Boolean(o.skip))(`store conformance: ${o.name}${o.skip ? ` (skipped: ${o.skip})` : ''}`, () => {
+    let store: JobStore;
+    let clock: ManualClock;
+    let cleanup: () => Promise<void>;
+
+    beforeEach(async () => {
+      clock = new ManualClock(new Date('2026-03-01T12:00:00.000Z'));
+      ({ store, cleanup } = await o.createStore(clock));
+    });
+    afterEach(async () => {
+      await cleanup();
+    });
+
+    const create = (key: string, input: unknown = { text: 'hello' }, owner = OWNER) =>
+      store.createJob({ ownerId: owner, idempotencyKey: key, route: 'summarize', input, providers: CHAIN });
+
+    /** Creates a job and runs its first attempt to `running` the way an executor does. */
+    async function runningJob(key: string): Promise<{ jobId: string; attempt: Attempt }> {
+      const { job } = await create(key);
+      const [claimed] = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 1 });
+      expect(claimed?.job.id).toBe(job.id);
+      const a = claimed!.attempt;
+      expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, leaseOwner: EXECUTOR, leaseToken: a.leaseToken!, timeoutMs: 1000 })).toBe(true);
+      return { jobId: job.id, attempt: (await store.getAttempt(OWNER, a.id))! };
+    }
+
+    const fenceOf = (a: Attempt) => ({ leaseOwner: a.leaseOwner!, leaseToken: a.leaseToken! });
+
+    describe('creation and idempotency keys', () => {
+      it('creates a queued job, and a replay returns the same job', async () => {
+        const first = await create('k1');
+        expect(first.created).toBe(true);
+        expect(first.job).toMatchObject({ state: 'queued', version: 0, completedBy: null, result: null, providers: CHAIN, attempts: [] });
+        const again = await create('k1');
+        expect(again.created).toBe(false);
+        expect(again.job.id).toBe(first.job.id);
+      });
+
+      it('treats key order and whitespace as the same body', async () => {
+        const a = await create('k-order', { a: 1, b: { c: 2, d: [1, 2] } });
+        const b = await create('k-order', JSON.parse('{ "b": {"d":[1,2],  "c":2}, "a": 1 }'));
+        expect(b.created).toBe(false);
+        expect(b.job.id).toBe(a.job.id);
+      });
+
+      it('refuses the same key with another input, and leaves the job untouched', async () => {
+        const a = await create('k2', { text: 'one' });
+        const err = await create('k2', { text: 'two' }).catch((e: unknown) => e);
+        expect(isOnejobError(err, 'idempotency_key_reused')).toBe(true);
+        expect((err as { details: Record<string, unknown> }).details.job_id).toBe(a.job.id);
+        const stored = await store.getJob(OWNER, a.job.id);
+        expect(stored?.input).toEqual({ text: 'one' });
+        expect(stored?.updatedAt).toEqual(a.job.updatedAt);
+      });
+
+      it('scopes keys to the owner: two owners, one key, two jobs', async () => {
+        const a = await create('shared', { x: 1 }, 'alice');
+        const b = await create('shared', { x: 1 }, 'bob');
+        expect(b.created).toBe(true);
+        expect(b.job.id).not.toBe(a.job.id);
+        expect(await store.getJob('bob', a.job.id)).toBeNull();
+        expect(await store.getJob('alice', b.job.id)).toBeNull();
+      });
+
+      it(`100 concurrent creates with one key make one row and one id (${reps} repetitions)`, async () => {
+        for (let r = 0; r < reps; r++) {
+          const results = await Promise.all(Array.from({ length: 100 }, () => create(`storm-${r}`)));
+          expect(new Set(results.map((x) => x.job.id)).size).toBe(1);
+          expect(results.filter((x) => x.created)).toHaveLength(1);
+        }
+        const page = await store.listJobs({ ownerId: OWNER, limit: 200 });
+        expect(page.jobs).toHaveLength(reps);
+      });
+
+      it('concurrent creates with one key and two payloads: one job; the other payload only ever conflicts', async () => {
+        for (let r = 0; r < Math.max(3, reps / 4); r++) {
+          const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => create(`mixed-${r}`, { v: i % 2 })));
+          const ok = results.filter((x): x is PromiseFulfilledResult<Awaited<ReturnType<typeof create>>> => x.status === 'fulfilled');
+          const bad = results.filter((x): x is PromiseRejectedResult => x.status === 'rejected');
+          expect(new Set(ok.map((x) => x.value.job.id)).size).toBe(1);
+          const winner = ok[0]!.value.job.input as { v: number };
+          expect(ok).toHaveLength(20);
+          expect(ok.every((x) => (x.value.job.input as { v: number }).v === winner.v)).toBe(true);
+          expect(bad.every((x) => isOnejobError(x.reason, 'idempotency_key_reused'))).toBe(true);
+        }
+      });
+    });
+
+    describe('starting attempts (invariant 3)', () => {
+      it('the executor starts the first attempt on the primary, leased at birth', async () => {
+        const { job } = await create('first');
+        const claimed = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 10 });
+        expect(claimed).toHaveLength(1);
+        expect(claimed[0]!.attempt).toMatchObject({ jobId: job.id, number: 1, provider: 'primary', kind: 'first', state: 'starting', leaseOwner: EXECUTOR, baseVersion: 0 });
+        expect((await store.getJob(OWNER, job.id))?.state).toBe('running');
+        expect(await store.claimWork({ leaseOwner: 'exe_other', leaseMs: LEASE_MS, limit: 10 })).toHaveLength(0);
+      });
+
+      it('refuses a new attempt while one is starting, then while one is running without a hedge', async () => {
+        const { job } = await create('guard');
+        const manual = await store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null });
+        expect(manual).toMatchObject({ number: 1, provider: 'primary', state: 'starting', leaseOwner: null });
+        expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null }))).toBe('attempt_in_doubt');
+        const [claimed] = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 1 });
+        expect(claimed!.attempt.id).toBe(manual.id);
+        await store.markRunning({ ownerId: OWNER, attemptId: manual.id, leaseOwner: EXECUTOR, leaseToken: claimed!.attempt.leaseToken!, timeoutMs: 1000 });
+        expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null }))).toBe('attempt_in_flight');
+      });
+
+      it('allows a hedge only after hedgeAfterMs of silence', async () => {
+        const { jobId } = await runningJob('hedge');
+        expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId, kind: 'hedge', hedgeAfterMs: 500 }))).toBe('attempt_in_flight');
+        clock.advance(500);
+        const hedge = await store.startAttempt({ ownerId: OWNER, jobId, kind: 'hedge', hedgeAfterMs: 500, lease: { leaseOwner: EXECUTOR, leaseMs: LEASE_MS } });
+        expect(hedge).toMatchObject({ number: 2, provider: 'fallback', kind: 'hedge', state: 'starting', leaseOwner: EXECUTOR });
+      });
+
+      it('a timeout makes the attempt unknown, never failed, and blocks the job', async () => {
+        const { jobId, attempt } = await runningJob('timeout');
+        expect(await store.markUnknown({ ownerId: OWNER, attemptId: attempt.id, ...fenceOf(attempt), reason: { code: 'deadline_exceeded', message: 'no answer in 1000 ms' } })).toBe(true);
+        const job = await store.getJob(OWNER, jobId);
+        expect(job?.state).toBe('unknown');
+        expect(job?.attempts[0]?.state).toBe('unknown');
+        expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId, kind: 'manual', hedgeAfterMs: 0 }))).toBe('attempt_in_doubt');
+        expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId, kind: 'hedge', hedgeAfterMs: 0 }))).toBe('attempt_in_doubt');
+      });
+
+      it(`concurrent starts while an attempt is unknown are all refused (${reps} repetitions)`, async () => {
+        for (let r = 0; r < reps; r++) {
+          const { jobId, attempt } = await runningJob(`doubt-${r}`);
+          await store.markUnknown({ ownerId: OWNER, attemptId: attempt.id, ...fenceOf(attempt), reason: { code: 'deadline_exceeded', message: 't' } });
+          const codes = await Promise.all(Array.from({ length: 8 }, () => codeOf(store.startAttempt({ ownerId: OWNER, jobId, kind: 'manual', hedgeAfterMs: 0 }))));
+          expect(codes.every((c) => c === 'attempt_in_doubt')).toBe(true);
+          expect((await store.getJob(OWNER, jobId))?.attempts).toHaveLength(1);
+        }
+      });
+
+      it(`concurrent manual starts on a queued job: exactly one starts (${reps} repetitions)`, async () => {
+        for (let r = 0; r < reps; r++) {
+          const { job } = await create(`race-start-${r}`);
+          const results = await Promise.allSettled(Array.from({ length: 10 }, () => store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null })));
+          expect(results.filter((x) => x.status === 'fulfilled')).toHaveLength(1);
+          for (const x of results) if (x.status === 'rejected') expect(isOnejobError(x.reason, 'attempt_in_doubt')).toBe(true);
+          expect((await store.getJob(OWNER, job.id))?.attempts).toHaveLength(1);
+        }
+      });
+
+      it('refuses a provider the gate does not certify, and records skips on failover', async () => {
+        const { job } = await create('gate');
+        const gate: EligibilityCheck = (p) => (p === 'fallback' ? 'not_certified' : null);
+        expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', provider: 'fallback', hedgeAfterMs: null, eligible: gate }))).toBe('provider_not_certified');
+        const [claimed] = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 1 });
+        const a = claimed!.attempt;
+        const settled = await store.settleAttempt({ ownerId: OWNER, attemptId: a.id, fence: fenceOf(a), outcome: { state: 'failed', error: { code: 'http_503', message: 'overloaded' } }, eligible: gate });
+        expect(settled.failover).toMatchObject({ provider: 'third', kind: 'failover', number: 2 });
+        expect(settled.job.skipped).toEqual([{ provider: 'fallback', reason: 'not_certified' }]);
+      });
+    });
+
+    describe('completion (invariant 2)', () => {
+      async function primaryAndHedge(key: string) {
+        const { jobId, attempt: primary } = await runningJob(key);
+        clock.advance(100);
+        const hedge = await store.startAttempt({ ownerId: OWNER, jobId, kind: 'hedge', hedgeAfterMs: 100, lease: { leaseOwner: EXECUTOR, leaseMs: LEASE_MS } });
+        await store.markRunning({ ownerId: OWNER, attemptId: hedge.id, ...fenceOf(hedge), timeoutMs: 1000 });
+        return { jobId, primary, hedge };
+      }
+
+      it('the first to finish wins even when it started second; the primary is superseded and the race logged', async () => {
+        const { jobId, primary, hedge } = await primaryAndHedge('reverse');
+        const h = await store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: fenceOf(hedge), outcome: { state: 'succeeded', result: { from: 'hedge' } } });
+        expect(h.won).toBe(true);
+        const p = await store.settleAttempt({ ownerId: OWNER, attemptId: primary.id, fence: fenceOf(primary), outcome: { state: 'succeeded', result: { from: 'primary' } } });
+        expect(p.won).toBe(false);
+        expect(p.attempt.state).toBe('superseded');
+        const job = await store.getJob(OWNER, jobId);
+        expect(job).toMatchObject({ state: 'succeeded', completedBy: hedge.id, result: { from: 'hedge' }, version: 1 });
+        const races = (await store.listEvents(OWNER, jobId)).filter((e) => e.type === 'race.lost');
+        expect(races).toHaveLength(1);
+        expect(races[0]!.data).toMatchObject({ loser: primary.id, winner: hedge.id });
+      });
+
+      it('a primary that started before its hedge and answers first wins (starting the hedge did not move the version)', async () => {
+        const { jobId, primary, hedge } = await primaryAndHedge('inorder');
+        expect(hedge.baseVersion).toBe(primary.baseVersion);
+        const p = await store.settleAttempt({ ownerId: OWNER, attemptId: primary.id, fence: fenceOf(primary), outcome: { state: 'succeeded', result: 'P' } });
+        expect(p.won).toBe(true);
+        const h = await store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: fenceOf(hedge), outcome: { state: 'succeeded', result: 'H' } });
+        expect(h.attempt.state).toBe('superseded');
+        expect((await store.getJob(OWNER, jobId))?.result).toBe('P');
+      });
+
+      it(`concurrent completions: exactly one winner, and the result is the winner's output (${reps} repetitions)`, async () => {
+        for (let r = 0; r < reps; r++) {
+          const { jobId, primary, hedge } = await primaryAndHedge(`cas-${r}`);
+          const [a, b] = await Promise.all([
+            store.settleAttempt({ ownerId: OWNER, attemptId: primary.id, fence: fenceOf(primary), outcome: { state: 'succeeded', result: { by: primary.id } } }),
+            store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: fenceOf(hedge), outcome: { state: 'succeeded', result: { by: hedge.id } } }),
+          ]);
+          expect([a.won, b.won].filter(Boolean)).toHaveLength(1);
+          const job = await store.getJob(OWNER, jobId);
+          const winner = a.won ? primary.id : hedge.id;
+          expect(job).toMatchObject({ completedBy: winner, result: { by: winner }, version: 1 });
+          expect(job!.attempts.map((x) => x.state).sort()).toEqual(['succeeded', 'superseded']);
+        }
+      });
+
+      it('stores a resolved result exactly as given', async () => {
+        const { job } = await create('exact');
+        const a = await store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null });
+        const result = { z: 1, a: [1, 'two', null, { y: false }], m: 'ünïcødé', n: 1.5e-7 };
+        await store.settleAttempt({ ownerId: OWNER, attemptId: a.id, outcome: { state: 'succeeded', result } });
+        const stored = await store.getJob(OWNER, job.id);
+        expect(JSON.stringify(stored?.result)).toBe(JSON.stringify(result));
+      });
+
+      it('a completion after the job was cancelled is superseded and changes nothing', async () => {
+        const { jobId, attempt } = await runningJob('cancelled');
+        const cancelled = await store.cancelJob(OWNER, jobId);
+        expect(cancelled.state).toBe('cancelled');
+        expect(await codeOf(store.cancelJob(OWNER, jobId))).toBe('job_finished');
+        const late = await store.settleAttempt({ ownerId: OWNER, attemptId: attempt.id, fence: fenceOf(attempt), outcome: { state: 'succeeded', result: 'late' } });
+        expect(late.won).toBe(false);
+        expect(late.attempt.state).toBe('superseded');
+        expect(await store.getJob(OWNER, jobId)).toMatchObject({ state: 'cancelled', result: null, completedBy: null, version: 1 });
+      });
+
+      it('a completion from a superseded or cancelled attempt is refused and changes nothing', async () => {
+        const { jobId, primary, hedge } = await primaryAndHedge('finished');
+        await store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: fenceOf(hedge), outcome: { state: 'succeeded', result: 1 } });
+        await store.settleAttempt({ ownerId: OWNER, attemptId: primary.id, fence: fenceOf(primary), outcome: { state: 'succeeded', result: 2 } });
+        const before = await store.getJob(OWNER, jobId);
+        expect(await codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: primary.id, outcome: { state: 'succeeded', result: 3 } }))).toBe('attempt_finished');
+        expect(await codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, outcome: { state: 'cancelled' } }))).toBe('attempt_finished');
+        expect(await store.getJob(OWNER, jobId)).toEqual(before);
+
+        const { job } = await create('cancel-then-complete');
+        const m = await store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null });
+        await store.settleAttempt({ ownerId: OWNER, attemptId: m.id, outcome: { state: 'cancelled' } });
+        expect(await codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: m.id, outcome: { state: 'succeeded', result: 'x' } }))).toBe('attempt_finished');
+      });
+    });
+
+    describe('failover and doubt', () => {
+      it('resolving an unknown attempt as failed moves the job to the next provider', async () => {
+        const { jobId, attempt } = await runningJob('resolve-failed');
+        await store.markUnknown({ ownerId: OWNER, attemptId: attempt.id, ...fenceOf(attempt), reason: { code: 'deadline_exceeded', message: 't' } });
+        const r = await store.settleAttempt({ ownerId: OWNER, attemptId: attempt.id, outcome: { state: 'failed', error: { code: 'resolved', message: 'provider says it never ran' } } });
+        expect(r.attempt.state).toBe('failed');
+        expect(r.failover).toMatchObject({ number: 2, provider: 'fallback', kind: 'failover', state: 'starting', leaseOwner: null });
+        expect(r.job.state).toBe('running');
+      });
+
+      it('a late answer for an unknown attempt can still win', async () => {
+        const { jobId, attempt } = await runningJob('late-win');
+        await store.markUnknown({ ownerId: OWNER, attemptId: attempt.id, ...fenceOf(attempt), reason: { code: 'deadline_exceeded', message: 't' } });
+        const r = await store.settleAttempt({ ownerId: OWNER, attemptId: attempt.id, fence: fenceOf(attempt), outcome: { state: 'succeeded', result: 'late but first' } });
+        expect(r.won).toBe(true);
+        expect(await store.getJob(OWNER, jobId)).toMatchObject({ state: 'succeeded', result: 'late but first' });
+      });
+
+      it('fails the job when every provider failed definitely', async () => {
+        const { job } = await create('exhaust');
+        for (let i = 0; i < CHAIN.length; i++) {
+          const [c] = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 1 });
+          expect(c?.attempt.provider).toBe(CHAIN[i]);
+          await store.settleAttempt({ ownerId: OWNER, attemptId: c!.attempt.id, fence: fenceOf(c!.attempt), outcome: { state: 'failed', error: { code: 'http_503', message: `${CHAIN[i]} overloaded` } } });
+        }
+        const done = await store.getJob(OWNER, job.id);
+        expect(done).toMatchObject({ state: 'failed', version: 1, completedBy: null });
+        expect(done?.error?.code).toBe('providers_exhausted');
+        expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null }))).toBe('job_finished');
+      });
+    });
+
+    describe('leases and fencing (crash mid-attempt)', () => {
+      it('an expired lease fences the executor out; the rescuer makes the attempt unknown, never failed', async () => {
+        const { job } = await create('crash');
+        const [c] = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: 1000, limit: 1 });
+        const a = c!.attempt;
+        clock.advance(1001);
+        expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a), timeoutMs: 1000 })).toBe(false);
+        expect(await store.extendLeases({ leaseOwner: EXECUTOR, leaseTokens: [a.leaseToken!], leaseMs: 1000 })).toEqual([]);
+        expect(await codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: a.id, fence: fenceOf(a), outcome: { state: 'succeeded', result: 'zombie' } }))).toBe('lease_lost');
+        expect(await store.rescueExpiredLeases()).toBe(1);
+        const after = await store.getJob(OWNER, job.id);
+        expect(after).toMatchObject({ state: 'unknown', result: null });
+        expect(after?.attempts[0]).toMatchObject({ state: 'unknown', leaseOwner: null });
+        expect(after?.attempts[0]?.error?.code).toBe('lease_expired');
+        expect(await store.claimWork({ leaseOwner: 'exe_2', leaseMs: 1000, limit: 5 })).toHaveLength(0);
+        expect(await store.rescueExpiredLeases()).toBe(0);
+      });
+
+      it('a renewed lease stays valid', async () => {
+        const { attempt } = await runningJob('renew');
+        clock.advance(LEASE_MS - 1);
+        expect(await store.extendLeases({ leaseOwner: EXECUTOR, leaseTokens: [attempt.leaseToken!], leaseMs: LEASE_MS })).toEqual([attempt.leaseToken]);
+        clock.advance(LEASE_MS - 1);
+        expect(await store.rescueExpiredLeases()).toBe(0);
+        const r = await store.settleAttempt({ ownerId: OWNER, attemptId: attempt.id, fence: fenceOf(attempt), outcome: { state: 'succeeded', result: 1 } });
+        expect(r.won).toBe(true);
+      });
+
+      it(`concurrent executors never claim the same attempt (${reps} repetitions)`, async () => {
+        for (let r = 0; r < reps; r++) {
+          await Promise.all(Array.from({ length: 10 }, (_, i) => create(`claim-${r}-${i}`)));
+          const claims = await Promise.all(Array.from({ length: 4 }, (_, i) => store.claimWork({ leaseOwner: `exe_${i}`, leaseMs: LEASE_MS, limit: 5 })));
+          const ids = claims.flat().map((c) => c.attempt.id);
+          expect(new Set(ids).size).toBe(ids.length);
+          const jobs = claims.flat().map((c) => c.job.id);
+          expect(new Set(jobs).size).toBe(jobs.length);
+        }
+      });
+    });
+
+    describe('reads', () => {
+      it('lists newest first with a cursor and a state filter, and rejects a forged cursor', async () => {
+        for (let i = 0; i < 5; i++) {
+          await create(`list-${i}`);
+          clock.advance(10);
+        }
+        const p1 = await store.listJobs({ ownerId: OWNER, limit: 2 });
+        expect(p1.jobs.map((j) => j.idempotencyKey)).toEqual(['list-4', 'list-3']);
+        const p2 = await store.listJobs({ ownerId: OWNER, limit: 2, cursor: p1.nextCursor! });
+        expect(p2.jobs.map((j) => j.idempotencyKey)).toEqual(['list-2', 'list-1']);
+        const p3 = await store.listJobs({ ownerId: OWNER, limit: 2, cursor: p2.nextCursor! });
+        expect(p3.jobs.map((j) => j.idempotencyKey)).toEqual(['list-0']);
+        expect(p3.nextCursor).toBeNull();
+        expect((await store.listJobs({ ownerId: OWNER, state: 'succeeded' })).jobs).toHaveLength(0);
+        expect((await store.listJobs({ ownerId: 'bob' })).jobs).toHaveLength(0);
+        expect(await codeOf(store.listJobs({ ownerId: OWNER, cursor: 'bm90IGEgY3Vyc29y' }))).toBe('invalid_request');
+      });
+
+      it('migrating again is a no-op, and two migrators at once are safe', async () => {
+        const results = await Promise.all([store.migrate(), store.migrate()]);
+        for (const r of results) expect(r.every((m) => m.status === 'already_applied')).toBe(true);
+        expect((await store.readiness()).ok).toBe(true);
+      });
+    });
+  });
+}

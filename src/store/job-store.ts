@@ -1,0 +1,544 @@
+/**
+ * {@link JobStore}: the one implementation of {@link Store}, over any {@link Driver}.
+ *
+ * Each mutation is a transaction that locks the job row (the serialization
+ * point of a job), re-reads the job's attempts, asks `core/job-rules.ts`, and
+ * writes with guarded statements whose "applied?" answer is checked. The
+ * completion itself is the compare-and-swap of CONTRACT §2 (see
+ * `DriverQueries.jobFinish`).
+ */
+import { EventEmitter } from 'node:events';
+import { systemClock, type Clock } from '../core/clock.ts';
+import { OnejobError } from '../core/errors.ts';
+import { fingerprint as fingerprintOf } from '../core/fingerprint.ts';
+import { newId } from '../core/ids.ts';
+import {
+  decideAfterSettle,
+  decideStartAttempt,
+  deriveActiveJobState,
+  everyProviderEligible,
+  planNextProvider,
+  type EligibilityCheck,
+} from '../core/job-rules.ts';
+import { isAttemptActive, isJobTerminal, type AttemptState } from '../core/states.ts';
+import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, SkippedProvider } from '../core/types.ts';
+import type { Driver, DriverQueries, EventInsertRow, MigrationResult } from './driver.ts';
+import type {
+  ClaimedAttempt,
+  ClaimWorkParams,
+  CreateJobParams,
+  CreateJobResult,
+  LeaseRequest,
+  ListJobsParams,
+  ListJobsResult,
+  SettleAttemptParams,
+  SettleAttemptResult,
+  StartAttemptParams,
+  Store,
+} from './store.ts';
+
+/** Options of {@link JobStore}. */
+export interface JobStoreOptions {
+  /** The clock for every timestamp and lease; default: the wall clock. */
+  readonly clock?: Clock;
+}
+
+/** Default and maximum page sizes of {@link JobStore.listJobs}. */
+export const LIST_DEFAULT_LIMIT = 50;
+export const LIST_MAX_LIMIT = 200;
+
+/**
+ * The store over one driver.
+ *
+ * @example
+ * const store = new JobStore(await openSqliteDriver({ path: './onejob.db' }));
+ * await store.migrate();
+ * const { job, created } = await store.createJob({ ownerId: 'alice', idempotencyKey: 'k1', route: 'summarize', input: {}, providers: ['primary'] });
+ */
+export class JobStore implements Store {
+  readonly #driver: Driver;
+  readonly #clock: Clock;
+  readonly #changes = new EventEmitter().setMaxListeners(0);
+  #notifyInFlight = false;
+  #notifyPending = false;
+
+  constructor(driver: Driver, options: JobStoreOptions = {}) {
+    this.#driver = driver;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  get capabilities() {
+    return this.#driver.capabilities;
+  }
+
+  /** The driver underneath (for tests and tools that need raw access). */
+  get driver(): Driver {
+    return this.#driver;
+  }
+
+  migrate(): Promise<MigrationResult[]> {
+    return this.#driver.migrate();
+  }
+
+  async readiness() {
+    try {
+      await this.#driver.ping();
+      const pendingMigrations = await this.#driver.pendingMigrations();
+      return { ok: pendingMigrations.length === 0, pendingMigrations };
+    } catch (e) {
+      return { ok: false, pendingMigrations: [], error: e instanceof Error ? e.message : String(e) };
+    }
+  }
+
+  // ---- jobs ---------------------------------------------------------------
+
+  async createJob(p: CreateJobParams): Promise<CreateJobResult> {
+    const metadata = p.metadata ?? null;
+    const body = p.metadata === undefined ? { route: p.route, input: p.input } : { route: p.route, input: p.input, metadata: p.metadata };
+    const fp = p.fingerprint ?? fingerprintOf(body);
+    const q = this.#driver.queries;
+    const inserted = await q.jobInsert({
+      id: newId('job'),
+      ownerId: p.ownerId,
+      idempotencyKey: p.idempotencyKey,
+      fingerprint: fp,
+      route: p.route,
+      input: p.input,
+      metadata,
+      providers: p.providers,
+      createdAt: this.#clock.now(),
+    });
+    if (inserted) {
+      this.#changed(inserted.ownerId, inserted.id);
+      this.#signalWork();
+      return { job: { ...inserted, attempts: [] }, created: true };
+    }
+    const existing = await q.jobGetByKey(p.ownerId, p.idempotencyKey);
+    if (!existing) {
+      // Rows are never deleted, so a conflict without a row is a broken invariant.
+      throw new OnejobError('internal', 'idempotency key conflicted but no job holds it');
+    }
+    if (existing.fingerprint !== fp) {
+      throw new OnejobError('idempotency_key_reused', `Idempotency-Key "${p.idempotencyKey}" was already used with a different request (job ${existing.id})`, {
+        details: { job_id: existing.id },
+      });
+    }
+    const attempts = await q.attemptListByJob(existing.ownerId, existing.id);
+    return { job: { ...existing, attempts }, created: false };
+  }
+
+  async getJob(ownerId: string, jobId: string): Promise<JobWithAttempts | null> {
+    const q = this.#driver.queries;
+    const job = await q.jobGet(ownerId, jobId);
+    if (!job) return null;
+    return { ...job, attempts: await q.attemptListByJob(ownerId, jobId) };
+  }
+
+  async listJobs(p: ListJobsParams): Promise<ListJobsResult> {
+    const limit = p.limit ?? LIST_DEFAULT_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_MAX_LIMIT) {
+      throw new OnejobError('invalid_request', `limit must be an integer from 1 to ${LIST_MAX_LIMIT}`);
+    }
+    const after = p.cursor === undefined ? undefined : decodeCursor(p.cursor);
+    const q = this.#driver.queries;
+    const rows = await q.jobList({ ownerId: p.ownerId, state: p.state, limit: limit + 1, after });
+    const page = rows.slice(0, limit);
+    const attempts = page.length === 0 ? [] : await q.attemptListByJobs(p.ownerId, page.map((j) => j.id));
+    const byJob = new Map<string, Attempt[]>();
+    for (const a of attempts) {
+      const list = byJob.get(a.jobId);
+      if (list) list.push(a);
+      else byJob.set(a.jobId, [a]);
+    }
+    const last = page[page.length - 1];
+    return {
+      jobs: page.map((j) => ({ ...j, attempts: byJob.get(j.id) ?? [] })),
+      nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
+    };
+  }
+
+  getAttempt(ownerId: string, attemptId: string): Promise<Attempt | null> {
+    return this.#driver.queries.attemptGet(ownerId, attemptId);
+  }
+
+  async listEvents(ownerId: string, jobId: string): Promise<readonly JobEvent[]> {
+    return this.#driver.queries.eventList(ownerId, jobId);
+  }
+
+  async cancelJob(ownerId: string, jobId: string): Promise<JobWithAttempts> {
+    const out = await this.#driver.transaction(async (q) => {
+      const job = await this.#lockJob(q, ownerId, jobId);
+      if (isJobTerminal(job.state)) throw new OnejobError('job_finished', `job ${jobId} is already ${job.state}`);
+      const now = this.#clock.now();
+      const error: RecordedError = { code: 'cancelled', message: 'cancelled on request' };
+      const applied = await q.jobFinish({
+        ownerId, id: jobId, expectedVersion: job.version, state: 'cancelled',
+        completedBy: null, result: null, error, skipped: job.skipped, now,
+      });
+      if (!applied) throw new OnejobError('job_finished', `job ${jobId} finished concurrently`);
+      const events: EventInsertRow[] = [event(job, null, 'job.cancelled', now, {})];
+      for (const a of await q.attemptListByJob(ownerId, jobId)) {
+        // Never dispatched: safe to cancel here. Claimed ones are stopped by their executor.
+        if (a.state === 'starting' && a.leaseOwner === null) {
+          await this.#mustUpdate(q, a, { state: 'cancelled', finishedAt: now, error }, undefined);
+          events.push(event(job, a.id, 'attempt.cancelled', now, { reason: 'job cancelled before dispatch' }));
+        }
+      }
+      await q.eventInsert(events);
+      return { ...(await q.jobGet(ownerId, jobId))!, attempts: await q.attemptListByJob(ownerId, jobId) };
+    });
+    this.#changed(ownerId, jobId);
+    return out;
+  }
+
+  // ---- attempts -----------------------------------------------------------
+
+  async startAttempt(p: StartAttemptParams): Promise<Attempt> {
+    const attempt = await this.#driver.transaction(async (q) => {
+      const job = await this.#lockJob(q, p.ownerId, p.jobId);
+      const attempts = await q.attemptListByJob(p.ownerId, p.jobId);
+      const now = this.#clock.now();
+      const decision = decideStartAttempt({
+        jobState: job.state, chain: job.providers, attempts, kind: p.kind, provider: p.provider,
+        hedgeAfterMs: p.hedgeAfterMs, now, eligible: p.eligible ?? everyProviderEligible,
+      });
+      return this.#insertAttempt(q, job, attempts, decision.provider, p.kind, decision.skipped, now, p.lease);
+    });
+    this.#changed(p.ownerId, p.jobId);
+    if (attempt.leaseOwner === null) this.#signalWork();
+    return attempt;
+  }
+
+  async settleAttempt(p: SettleAttemptParams): Promise<SettleAttemptResult> {
+    const eligible = p.eligible ?? everyProviderEligible;
+    const out = await this.#driver.transaction(async (q) => {
+      const found = await q.attemptGet(p.ownerId, p.attemptId);
+      if (!found) throw new OnejobError('attempt_not_found', `attempt ${p.attemptId} not found`);
+      const job = await this.#lockJob(q, p.ownerId, found.jobId);
+      const attempts = await q.attemptListByJob(p.ownerId, job.id);
+      const attempt = attempts.find((a) => a.id === p.attemptId)!;
+      const now = this.#clock.now();
+      if (!isAttemptActive(attempt.state)) {
+        throw new OnejobError('attempt_finished', `attempt ${attempt.id} is already ${attempt.state}`, { details: { state: attempt.state } });
+      }
+      if (p.fence && !holdsLease(attempt, p.fence, now)) {
+        throw new OnejobError('lease_lost', `the executor no longer holds the lease of attempt ${attempt.id}`);
+      }
+      const fence = p.fence ? { ...p.fence, now } : undefined;
+      const actor = p.actor ?? (p.fence ? `executor:${p.fence.leaseOwner}` : 'api');
+      const events: EventInsertRow[] = [];
+      let won = false;
+      let failover: Attempt | null = null;
+
+      if (p.outcome.state === 'succeeded') {
+        // CONTRACT §2, invariant 2: the first completion wins; zero rows means this attempt lost.
+        won = await q.jobFinish({
+          ownerId: p.ownerId, id: job.id, expectedVersion: attempt.baseVersion, state: 'succeeded',
+          completedBy: attempt.id, result: p.outcome.result, error: null, skipped: job.skipped, now,
+        });
+        if (won) {
+          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, releaseLease: true }, fence);
+          events.push(event(job, attempt.id, 'attempt.succeeded', now, { actor }), event(job, attempt.id, 'job.succeeded', now, { actor }));
+          for (const other of attempts) {
+            if (other.id !== attempt.id && other.state === 'starting' && other.leaseOwner === null) {
+              const error: RecordedError = { code: 'job_finished', message: `attempt ${attempt.number} won before this one was dispatched` };
+              await this.#mustUpdate(q, other, { state: 'cancelled', finishedAt: now, error }, undefined);
+              events.push(event(job, other.id, 'attempt.cancelled', now, { reason: 'job succeeded before dispatch' }));
+            }
+          }
+        } else {
+          const winner = job.completedBy;
+          const error: RecordedError = {
+            code: 'superseded',
+            message: winner ? `attempt ${winner} had already won` : `the job was already ${job.state}`,
+            details: { winner, job_state: job.state },
+          };
+          await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true }, fence);
+          events.push(
+            event(job, attempt.id, 'attempt.superseded', now, { actor }),
+            event(job, attempt.id, 'race.lost', now, { loser: attempt.id, winner, job_state: job.state, expected_version: attempt.baseVersion, job_version: job.version }),
+          );
+        }
+      } else {
+        const state = p.outcome.state;
+        const error: RecordedError = p.outcome.error ?? { code: state, message: `attempt ${state} by ${actor}` };
+        await this.#mustUpdate(q, attempt, { state, finishedAt: now, error, releaseLease: true }, fence);
+        events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { actor, error }));
+        if (!isJobTerminal(job.state)) {
+          const after = attempts.map((a) => (a.id === attempt.id ? { ...a, state: state as AttemptState } : a));
+          const next = decideAfterSettle(job.providers, after, eligible, error);
+          if (next.action === 'stay') {
+            await q.jobUpdateProgress({ ownerId: p.ownerId, id: job.id, state: next.state, attemptCount: after.length, skipped: job.skipped, updatedAt: now });
+          } else if (next.action === 'failover') {
+            failover = await this.#insertAttempt(q, job, after, next.provider, 'failover', next.skipped, now, undefined);
+          } else {
+            const skipped = mergeSkipped(job.skipped, next.skipped);
+            const applied = await q.jobFinish({
+              ownerId: p.ownerId, id: job.id, expectedVersion: job.version, state: 'failed',
+              completedBy: null, result: null, error: next.error, skipped, now,
+            });
+            if (!applied) throw new OnejobError('internal', `job ${job.id} changed under its lock`);
+            events.push(...next.skipped.map((s) => event(job, null, 'provider.skipped', now, { ...s })));
+            events.push(event(job, null, 'job.failed', now, { error: next.error }));
+          }
+        }
+      }
+      await q.eventInsert(events);
+      const jobAfter = (await q.jobGet(p.ownerId, job.id))!;
+      const attemptsAfter = await q.attemptListByJob(p.ownerId, job.id);
+      return { attempt: attemptsAfter.find((a) => a.id === attempt.id)!, job: { ...jobAfter, attempts: attemptsAfter }, won, failover };
+    });
+    this.#changed(p.ownerId, out.job.id);
+    if (out.failover) this.#signalWork();
+    return out;
+  }
+
+  // ---- executor -----------------------------------------------------------
+
+  async claimWork(p: ClaimWorkParams): Promise<ClaimedAttempt[]> {
+    const now = this.#clock.now();
+    const leaseExpiresAt = new Date(now.getTime() + p.leaseMs);
+    const q = this.#driver.queries;
+    const claimed: ClaimedAttempt[] = [];
+    const attempts = await this.#driver.transaction((tx) => tx.attemptClaim({ leaseOwner: p.leaseOwner, leaseExpiresAt, limit: p.limit }));
+    for (const attempt of attempts) {
+      const job = await q.jobGet(attempt.ownerId, attempt.jobId);
+      if (job) claimed.push({ attempt, job });
+      await q.eventInsert([event(attempt, attempt.id, 'attempt.claimed', now, { executor: p.leaseOwner })]);
+    }
+    if (claimed.length >= p.limit) return claimed;
+    const eligible = p.eligible ?? everyProviderEligible;
+    const changed: Job[] = [];
+    const firsts = await this.#driver.transaction(async (tx) => {
+      const out: ClaimedAttempt[] = [];
+      for (const job of await tx.jobListQueuedForUpdate(p.limit - claimed.length)) {
+        const existing = await tx.attemptListByJob(job.ownerId, job.id);
+        const plan = planNextProvider(job.providers, existing, eligible, 'first');
+        changed.push(job);
+        if (plan.provider === null) {
+          const error: RecordedError = { code: 'providers_exhausted', message: 'no provider of the chain is eligible', details: { skipped: plan.skipped } };
+          await tx.jobFinish({ ownerId: job.ownerId, id: job.id, expectedVersion: job.version, state: 'failed', completedBy: null, result: null, error, skipped: mergeSkipped(job.skipped, plan.skipped), now });
+          await tx.eventInsert([event(job, null, 'job.failed', now, { error })]);
+          continue;
+        }
+        const attempt = await this.#insertAttempt(tx, job, existing, plan.provider, 'first', plan.skipped, now, { leaseOwner: p.leaseOwner, leaseMs: p.leaseMs });
+        out.push({ attempt, job });
+      }
+      return out;
+    });
+    for (const job of changed) this.#changed(job.ownerId, job.id);
+    return [...claimed, ...firsts];
+  }
+
+  async markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean> {
+    const now = this.#clock.now();
+    const applied = await this.#driver.transaction(async (q) => {
+      const ok = await q.attemptUpdate({
+        ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting'],
+        fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
+        set: { state: 'running', deadlineAt: new Date(now.getTime() + p.timeoutMs) },
+      });
+      if (ok) {
+        const a = (await q.attemptGet(p.ownerId, p.attemptId))!;
+        await q.eventInsert([event(a, a.id, 'attempt.running', now, { deadline_at: a.deadlineAt?.toISOString() })]);
+      }
+      return ok;
+    });
+    return applied;
+  }
+
+  async markUnknown(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean> {
+    const now = this.#clock.now();
+    const result = await this.#driver.transaction(async (q) => {
+      const found = await q.attemptGet(p.ownerId, p.attemptId);
+      if (!found) return null;
+      const job = await this.#lockJob(q, p.ownerId, found.jobId);
+      const ok = await q.attemptUpdate({
+        ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting', 'running'],
+        fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
+        set: { state: 'unknown', error: p.reason },
+      });
+      if (!ok) return null;
+      await this.#afterInDoubt(q, job, now);
+      await q.eventInsert([event(job, p.attemptId, 'attempt.unknown', now, { reason: p.reason })]);
+      return job;
+    });
+    if (result) this.#changed(result.ownerId, result.id);
+    return result !== null;
+  }
+
+  async extendLeases(p: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]> {
+    if (p.leaseTokens.length === 0) return [];
+    const now = this.#clock.now();
+    return this.#driver.queries.attemptExtendLeases({
+      leaseOwner: p.leaseOwner, leaseTokens: p.leaseTokens, leaseExpiresAt: new Date(now.getTime() + p.leaseMs), now,
+    });
+  }
+
+  async releaseLease(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean> {
+    return this.#driver.queries.attemptUpdate({
+      ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting', 'running', 'unknown'],
+      fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now: this.#clock.now() },
+      set: { releaseLease: true },
+    });
+  }
+
+  async rescueExpiredLeases(limit = 100): Promise<number> {
+    const now = this.#clock.now();
+    const expired = await this.#driver.queries.attemptListLeaseExpired(now, limit);
+    let rescued = 0;
+    for (const stale of expired) {
+      const job = await this.#driver.transaction(async (q) => {
+        const locked = await this.#lockJob(q, stale.ownerId, stale.jobId);
+        const a = await q.attemptGet(stale.ownerId, stale.id);
+        // Re-checked under the job lock: still leased by the same claim, still expired.
+        if (!a || (a.state !== 'starting' && a.state !== 'running') || a.leaseToken !== stale.leaseToken || !a.leaseExpiresAt || a.leaseExpiresAt > now) return null;
+        const reason: RecordedError = { code: 'lease_expired', message: `executor ${a.leaseOwner} stopped renewing its lease while the attempt was ${a.state}` };
+        const ok = await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: [a.state], set: { state: 'unknown', error: reason, releaseLease: true } });
+        if (!ok) return null;
+        await this.#afterInDoubt(q, locked, now);
+        await q.eventInsert([
+          event(locked, a.id, 'attempt.lease_expired', now, { executor: a.leaseOwner, lease_expires_at: a.leaseExpiresAt.toISOString() }),
+          event(locked, a.id, 'attempt.unknown', now, { reason }),
+        ]);
+        return locked;
+      });
+      if (job) {
+        rescued++;
+        this.#changed(job.ownerId, job.id);
+      }
+    }
+    return rescued;
+  }
+
+  notifyWork(): Promise<void> {
+    return this.#driver.notifyWork();
+  }
+
+  async onWork(listener: () => void): Promise<() => Promise<void>> {
+    this.#changes.on('work', listener);
+    const off = await this.#driver.onWork(listener);
+    return async () => {
+      this.#changes.off('work', listener);
+      await off();
+    };
+  }
+
+  onJobChanged(listener: (ownerId: string, jobId: string) => void): () => void {
+    this.#changes.on('job', listener);
+    return () => this.#changes.off('job', listener);
+  }
+
+  close(): Promise<void> {
+    this.#changes.removeAllListeners();
+    return this.#driver.close();
+  }
+
+  // ---- internals ----------------------------------------------------------
+
+  async #lockJob(q: DriverQueries, ownerId: string, jobId: string): Promise<Job> {
+    const job = await q.jobGet(ownerId, jobId, true);
+    if (!job) throw new OnejobError('job_not_found', `job ${jobId} not found`);
+    return job;
+  }
+
+  async #insertAttempt(
+    q: DriverQueries, job: Job, existing: readonly Attempt[], provider: string, kind: AttemptKind,
+    skipped: readonly SkippedProvider[], now: Date, lease: LeaseRequest | undefined,
+  ): Promise<Attempt> {
+    const number = existing.reduce((n, a) => Math.max(n, a.number), 0) + 1;
+    const id = newId('att');
+    await q.attemptInsert({
+      id, ownerId: job.ownerId, jobId: job.id, number, provider, kind, state: 'starting',
+      baseVersion: job.version, startedAt: now, deadlineAt: null,
+      leaseOwner: lease?.leaseOwner ?? null,
+      leaseToken: lease ? newId('lease') : null,
+      leaseExpiresAt: lease ? new Date(now.getTime() + lease.leaseMs) : null,
+    });
+    const ok = await q.jobUpdateProgress({
+      ownerId: job.ownerId, id: job.id, state: 'running', attemptCount: number, skipped: mergeSkipped(job.skipped, skipped), updatedAt: now,
+    });
+    if (!ok) throw new OnejobError('job_finished', `job ${job.id} finished concurrently`);
+    await q.eventInsert([
+      ...skipped.map((s) => event(job, null, 'provider.skipped', now, { ...s })),
+      event(job, id, 'attempt.started', now, { number, provider, kind, lease_owner: lease?.leaseOwner ?? null }),
+    ]);
+    return (await q.attemptGet(job.ownerId, id))!;
+  }
+
+  /** After an attempt became unknown: the job is `unknown` unless something else still runs. */
+  async #afterInDoubt(q: DriverQueries, job: Job, now: Date): Promise<void> {
+    if (isJobTerminal(job.state)) return;
+    const attempts = await q.attemptListByJob(job.ownerId, job.id);
+    const state = deriveActiveJobState(attempts) ?? 'unknown';
+    if (state !== job.state) {
+      await q.jobUpdateProgress({ ownerId: job.ownerId, id: job.id, state, attemptCount: attempts.length, skipped: job.skipped, updatedAt: now });
+    }
+  }
+
+  async #mustUpdate(
+    q: DriverQueries, attempt: Attempt,
+    set: { state?: AttemptState; finishedAt?: Date; error?: RecordedError; releaseLease?: boolean },
+    fence: { leaseOwner: string; leaseToken: string; now: Date } | undefined,
+  ): Promise<void> {
+    const ok = await q.attemptUpdate({ ownerId: attempt.ownerId, id: attempt.id, fromStates: [attempt.state], fence, set });
+    if (!ok) throw new OnejobError(fence ? 'lease_lost' : 'attempt_finished', `attempt ${attempt.id} changed concurrently`);
+  }
+
+  #changed(ownerId: string, jobId: string): void {
+    this.#changes.emit('job', ownerId, jobId);
+  }
+
+  /** Wakes executors: in this process at once, other processes through the driver (coalesced). */
+  #signalWork(): void {
+    this.#changes.emit('work');
+    if (!this.#driver.capabilities.supportsListenNotify) return;
+    if (this.#notifyInFlight) {
+      this.#notifyPending = true;
+      return;
+    }
+    this.#notifyInFlight = true;
+    void this.#driver
+      .notifyWork()
+      .catch(() => undefined)
+      .finally(() => {
+        this.#notifyInFlight = false;
+        if (this.#notifyPending) {
+          this.#notifyPending = false;
+          this.#signalWork();
+        }
+      });
+  }
+}
+
+function holdsLease(a: Attempt, fence: { leaseOwner: string; leaseToken: string }, now: Date): boolean {
+  return a.leaseOwner === fence.leaseOwner && a.leaseToken === fence.leaseToken && a.leaseExpiresAt !== null && a.leaseExpiresAt > now;
+}
+
+/** An event row about `subject` (a job, or an attempt: then its job). */
+function event(subject: Job | Attempt, attemptId: string | null, type: EventInsertRow['type'], at: Date, data: Record<string, unknown>): EventInsertRow {
+  const jobId = 'jobId' in subject ? subject.jobId : subject.id;
+  return { ownerId: subject.ownerId, jobId, attemptId, type, data, at };
+}
+
+function mergeSkipped(a: readonly SkippedProvider[], b: readonly SkippedProvider[]): SkippedProvider[] {
+  const out = new Map(a.map((s) => [s.provider, s]));
+  for (const s of b) out.set(s.provider, s);
+  return [...out.values()];
+}
+
+function encodeCursor(job: Job): string {
+  return Buffer.from(JSON.stringify([job.createdAt.getTime(), job.id])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdAt: Date; id: string } {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string') {
+      return { createdAt: new Date(v[0] as number), id: v[1] };
+    }
+  } catch {
+    // fall through
+  }
+  throw new OnejobError('invalid_request', 'cursor is not one this server issued');
+}

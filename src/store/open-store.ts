@@ -1,0 +1,52 @@
+/**
+ * Opens a {@link Store} from a database URL: `sqlite:<path>` (the embedded
+ * default; `sqlite::memory:` for a throwaway database) or `postgres://…` /
+ * `postgresql://…`.
+ */
+import type { Clock } from '../core/clock.ts';
+import { OnejobError } from '../core/errors.ts';
+import type { Driver } from './driver.ts';
+import { JobStore } from './job-store.ts';
+import { createPostgresDriver } from './postgres/postgres-driver.ts';
+import { openSqliteDriver } from './sqlite/sqlite-driver.ts';
+
+/** The database URL used when none is configured. */
+export const DEFAULT_DATABASE_URL = 'sqlite:./onejob.db';
+
+/** Options of {@link openStore}. */
+export interface OpenStoreOptions {
+  readonly clock?: Clock;
+  /** PostgreSQL pool size; default 10. */
+  readonly poolSize?: number;
+}
+
+/**
+ * Opens the driver named by `url`.
+ *
+ * @throws OnejobError `config_invalid` for an unsupported URL, `database_unavailable` when it cannot connect.
+ */
+export async function openDriver(url: string, options: OpenStoreOptions = {}): Promise<Driver> {
+  if (url.startsWith('sqlite:')) {
+    const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+    if (path === '') throw new OnejobError('config_invalid', `database URL "${url}" names no file (try sqlite:./onejob.db)`);
+    return openSqliteDriver({ path });
+  }
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    return createPostgresDriver({ connectionString: url, max: options.poolSize });
+  }
+  throw new OnejobError('config_invalid', `unsupported database URL "${redact(url)}": use sqlite:<path> or postgres://…`);
+}
+
+/**
+ * Opens the store for `url`. It does not migrate: call `store.migrate()`.
+ *
+ * @example const store = await openStore('sqlite:./onejob.db'); await store.migrate();
+ */
+export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<JobStore> {
+  return new JobStore(await openDriver(url, options), { clock: options.clock });
+}
+
+/** The URL with any password replaced by `***`, for messages. */
+export function redact(url: string): string {
+  return url.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
+}

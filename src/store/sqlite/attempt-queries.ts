@@ -1,0 +1,30 @@
+/** Named SQL for the `attempts` table (SQLite). */
+
+export const ATTEMPT_INSERT = `
+INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at, lease_owner, lease_token, lease_expires_at)
+VALUES (@ownerId, @id, @jobId, @number, @provider, @kind, @state, @baseVersion, @startedAt, @deadlineAt, @leaseOwner, @leaseToken, @leaseExpiresAt)`;
+
+export const ATTEMPT_LIST_BY_JOB = `SELECT * FROM attempts WHERE owner_id = ? AND job_id = ? ORDER BY number`;
+
+export const ATTEMPT_LIST_BY_JOBS = `
+SELECT * FROM attempts WHERE owner_id = ? AND job_id IN (SELECT value FROM json_each(?)) ORDER BY job_id, number`;
+
+export const ATTEMPT_GET = `SELECT * FROM attempts WHERE owner_id = ? AND id = ?`;
+
+/** Leases unclaimed `starting` attempts, oldest first, each with a fresh token. */
+export const ATTEMPT_CLAIM = `
+UPDATE attempts SET lease_owner = @leaseOwner, lease_token = 'lease_' || lower(hex(randomblob(16))), lease_expires_at = @leaseExpiresAt
+WHERE (owner_id, id) IN (
+  SELECT owner_id, id FROM attempts WHERE state = 'starting' AND lease_owner IS NULL ORDER BY started_at LIMIT @limit
+)
+RETURNING *`;
+
+export const ATTEMPT_EXTEND_LEASES = `
+UPDATE attempts SET lease_expires_at = @leaseExpiresAt
+WHERE lease_owner = @leaseOwner AND lease_token IN (SELECT value FROM json_each(@tokens)) AND lease_expires_at > @now
+RETURNING lease_token`;
+
+export const ATTEMPT_LIST_LEASE_EXPIRED = `
+SELECT * FROM attempts
+WHERE lease_owner IS NOT NULL AND lease_expires_at < ? AND state IN ('starting', 'running')
+ORDER BY lease_expires_at LIMIT ?`;

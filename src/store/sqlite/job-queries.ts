@@ -1,0 +1,34 @@
+/** Named SQL for the `jobs` table (SQLite). Timestamps are epoch milliseconds; JSON is TEXT. */
+
+export const JOB_INSERT = `
+INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, state, version, attempt_count, skipped, created_at, updated_at)
+VALUES (@ownerId, @id, @idempotencyKey, @fingerprint, @route, @input, @metadata, @providers, 'queued', 0, 0, '[]', @createdAt, @createdAt)
+ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+RETURNING *`;
+
+export const JOB_GET_BY_KEY = `SELECT * FROM jobs WHERE owner_id = ? AND idempotency_key = ?`;
+
+export const JOB_GET = `SELECT * FROM jobs WHERE owner_id = ? AND id = ?`;
+
+/** Keyset pagination over (created_at DESC, id DESC); @state and @afterCreatedAt may be NULL. */
+export const JOB_LIST = `
+SELECT * FROM jobs
+WHERE owner_id = @ownerId
+  AND (@state IS NULL OR state = @state)
+  AND (@afterCreatedAt IS NULL OR created_at < @afterCreatedAt OR (created_at = @afterCreatedAt AND id < @afterId))
+ORDER BY created_at DESC, id DESC
+LIMIT @limit`;
+
+export const JOB_UPDATE_PROGRESS = `
+UPDATE jobs SET state = @state, attempt_count = @attemptCount, skipped = @skipped, updated_at = @updatedAt
+WHERE owner_id = @ownerId AND id = @id AND state NOT IN ('succeeded', 'failed', 'cancelled')`;
+
+/** The outcome compare-and-swap (CONTRACT §2, invariant 2). */
+export const JOB_FINISH = `
+UPDATE jobs SET state = @state, completed_by = @completedBy, result = @result, error = @error, skipped = @skipped,
+  version = version + 1, updated_at = @now, finished_at = @now
+WHERE owner_id = @ownerId AND id = @id AND version = @expectedVersion AND completed_by IS NULL
+  AND state NOT IN ('succeeded', 'failed', 'cancelled')`;
+
+/** SQLite has one writer at a time: the write transaction is the lock, so no SKIP LOCKED is needed. */
+export const JOB_LIST_QUEUED = `SELECT * FROM jobs WHERE state = 'queued' ORDER BY created_at LIMIT ?`;
