@@ -1,0 +1,222 @@
+/**
+ * The JSON Schemas of the HTTP API, declared once.
+ *
+ * Fastify validates requests and serializes responses with them, and
+ * @fastify/swagger turns the same objects into the OpenAPI 3.1 document at
+ * `GET /openapi.json`. Shared shapes (`Job`, `Attempt`, `Problem`) are
+ * registered with `app.addSchema` and referenced as `Job#`. The TypeScript
+ * types beside each request schema are written to match it.
+ */
+import { ATTEMPT_STATES, JOB_STATES, type JobState } from '../core/states.ts';
+
+/** A recorded error, or null. */
+const nullableError = {
+  type: ['object', 'null'],
+  description: 'A machine-readable `code`, a human `message`, and optional `details`; null when there is none.',
+  properties: { code: { type: 'string' }, message: { type: 'string' }, details: {} },
+  additionalProperties: true,
+} as const;
+
+const timestamp = { type: 'string', format: 'date-time' } as const;
+const nullableTimestamp = { type: ['string', 'null'], format: 'date-time' } as const;
+
+/** An attempt: one try of a job on one provider. */
+export const attemptSchema = {
+  $id: 'Attempt',
+  type: 'object',
+  description: 'One try of a job on one provider.',
+  required: ['id', 'job_id', 'number', 'provider', 'kind', 'state', 'started_at', 'deadline_at', 'finished_at', 'error'],
+  properties: {
+    id: { type: 'string', examples: ['att_0193…'] },
+    job_id: { type: 'string' },
+    number: { type: 'integer', minimum: 1, description: '1, 2, … within the job.' },
+    provider: { type: 'string' },
+    kind: { type: 'string', enum: ['first', 'failover', 'hedge', 'manual'], description: 'Why the attempt was started.' },
+    state: { type: 'string', enum: [...ATTEMPT_STATES] },
+    started_at: timestamp,
+    deadline_at: { ...nullableTimestamp, description: 'Past it without an answer the attempt is `unknown`; null until an executor claims it.' },
+    finished_at: nullableTimestamp,
+    error: nullableError,
+  },
+} as const;
+
+/** A job with its attempts. */
+export const jobSchema = {
+  $id: 'Job',
+  type: 'object',
+  description: 'The durable record of one intent.',
+  required: [
+    'id', 'idempotency_key', 'route', 'input', 'metadata', 'providers', 'state', 'version', 'completed_by',
+    'result', 'error', 'attempts', 'skipped', 'created_at', 'updated_at',
+  ],
+  properties: {
+    id: { type: 'string', examples: ['job_0193…'] },
+    idempotency_key: { type: 'string' },
+    route: { type: 'string' },
+    input: { description: 'The input exactly as given (any JSON).' },
+    metadata: { type: ['object', 'null'], additionalProperties: true },
+    providers: { type: 'array', items: { type: 'string' }, description: 'The provider chain resolved from the route at creation.' },
+    state: { type: 'string', enum: [...JOB_STATES] },
+    version: { type: 'integer', description: 'Bumped when the outcome is decided.' },
+    completed_by: { type: ['string', 'null'], description: 'The winning attempt id, or null.' },
+    result: { description: "The winning attempt's output exactly as produced, or null." },
+    error: nullableError,
+    attempts: { type: 'array', items: { $ref: 'Attempt#' }, description: 'Oldest first.' },
+    skipped: {
+      type: 'array',
+      description: 'Providers passed over by failover, and why.',
+      items: {
+        type: 'object',
+        required: ['provider', 'reason'],
+        properties: { provider: { type: 'string' }, reason: { type: 'string' } },
+      },
+    },
+    created_at: timestamp,
+    updated_at: timestamp,
+  },
+} as const;
+
+/** An RFC 9457 problem document with onejob's stable `code`. */
+export const problemSchema = {
+  $id: 'Problem',
+  type: 'object',
+  description: 'RFC 9457 problem details; `code` is stable and machine-readable. Extra members (e.g. `attempt_id`) may follow.',
+  required: ['type', 'title', 'status', 'detail', 'code'],
+  properties: {
+    type: { type: 'string', examples: ['urn:onejob:error:idempotency_key_reused'] },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+    code: { type: 'string' },
+  },
+  additionalProperties: true,
+} as const;
+
+/** Every shared schema, to register with `app.addSchema`. */
+export const SHARED_SCHEMAS = [attemptSchema, jobSchema, problemSchema] as const;
+
+const problemContent = { 'application/problem+json': { schema: { $ref: 'Problem#' } } } as const;
+/** Error responses as documented on every route. */
+export const errorResponses = {
+  '4xx': { description: 'A problem with the request (see `code`).', content: problemContent },
+  '5xx': { description: 'A problem on the server side (see `code`).', content: problemContent },
+} as const;
+
+/** `{id}` path parameter. */
+export const idParams = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string', minLength: 1, maxLength: 200 } },
+} as const;
+/** Path parameters with an id. */
+export interface IdParams {
+  id: string;
+}
+
+/** `Authorization` header, for the document; the check itself is the auth hook. */
+export const bearerSecurity = [{ bearerAuth: [] }];
+
+/** Body of `POST /v1/jobs`. */
+export const createJobBody = {
+  type: 'object',
+  required: ['route', 'input'],
+  additionalProperties: false,
+  properties: {
+    route: { type: 'string', minLength: 1, description: 'A configured route name.' },
+    input: { description: 'Any JSON; stored and handed to the providers as given.' },
+    metadata: { type: 'object', description: 'Free-form object stored with the job.' },
+  },
+} as const;
+/** Body of `POST /v1/jobs`. */
+export interface CreateJobBody {
+  route: string;
+  input: unknown;
+  metadata?: Record<string, unknown>;
+}
+
+/** Headers of `POST /v1/jobs` (documented; checked by hand for precise codes). */
+export const createJobHeaders = {
+  type: 'object',
+  properties: {
+    'idempotency-key': {
+      type: 'string',
+      description: 'Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job.',
+    },
+  },
+} as const;
+
+/** Query of `GET /v1/jobs/{id}`. */
+export const getJobQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    wait: { type: 'number', minimum: 0, maximum: 60, description: 'Hold the request up to this many seconds until the job is terminal or unknown.' },
+  },
+} as const;
+/** Query of `GET /v1/jobs/{id}`. */
+export interface GetJobQuery {
+  wait?: number;
+}
+
+/** Query of `GET /v1/jobs`. */
+export const listJobsQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    state: { type: 'string', enum: [...JOB_STATES] },
+    limit: { type: 'integer', minimum: 1, maximum: 200, default: 50 },
+    cursor: { type: 'string', minLength: 1, description: "The previous page's `next_cursor`." },
+  },
+} as const;
+/** Query of `GET /v1/jobs`. */
+export interface ListJobsQuery {
+  state?: JobState;
+  limit: number;
+  cursor?: string;
+}
+
+/** Body of `POST /v1/jobs/{id}/attempts`. */
+export const startAttemptBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { provider: { type: 'string', minLength: 1, description: 'Default: the next provider of the chain.' } },
+} as const;
+/** Body of `POST /v1/jobs/{id}/attempts`. */
+export interface StartAttemptBody {
+  provider?: string;
+}
+
+/** Body of `POST /v1/attempts/{id}/resolve`. */
+export const resolveAttemptBody = {
+  type: 'object',
+  required: ['state'],
+  discriminator: { propertyName: 'state' },
+  oneOf: [
+    {
+      type: 'object',
+      title: 'Succeeded',
+      required: ['state', 'result'],
+      additionalProperties: false,
+      properties: { state: { const: 'succeeded' }, result: { description: "Becomes the job's result exactly as given." } },
+    },
+    {
+      type: 'object',
+      title: 'Failed',
+      required: ['state'],
+      additionalProperties: false,
+      properties: { state: { const: 'failed' }, error: { description: 'Any JSON; `{code, message, details?}` is kept as is.' } },
+    },
+    {
+      type: 'object',
+      title: 'Cancelled',
+      required: ['state'],
+      additionalProperties: false,
+      properties: { state: { const: 'cancelled' }, error: {} },
+    },
+  ],
+} as const;
+/** Body of `POST /v1/attempts/{id}/resolve`. */
+export type ResolveAttemptBody =
+  | { state: 'succeeded'; result: unknown }
+  | { state: 'failed'; error?: unknown }
+  | { state: 'cancelled'; error?: unknown };

@@ -1,0 +1,35 @@
+/**
+ * What every route group of the HTTP app is given, and the per-request
+ * helpers they share (the authenticated owner, log binding).
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Clock } from '../core/clock.ts';
+import type { OnejobConfig } from '../config/config.ts';
+import type { Store } from '../store/store.ts';
+import type { Metrics } from './metrics.ts';
+
+/** Dependencies of the route groups. */
+export interface AppContext {
+  readonly store: Store;
+  readonly config: OnejobConfig;
+  readonly metrics: Metrics;
+  readonly clock: Clock;
+  /** Re-read interval of a long-poll, the fallback for changes made by other processes. Default 1000 ms. */
+  readonly waitRecheckMs: number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The owner the request acts for, from its bearer token ('' outside /v1/). */
+    owner: string;
+  }
+}
+
+/**
+ * Adds fields (`job_id`, `attempt_id`) to every later log line of this
+ * request, including Fastify's own "request completed" line.
+ */
+export function bindLog(request: FastifyRequest, reply: FastifyReply, fields: Record<string, string>): void {
+  request.log = request.log.child(fields);
+  reply.log = request.log;
+}

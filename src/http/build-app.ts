@@ -1,0 +1,167 @@
+/**
+ * The HTTP app (CONTRACT §3): Fastify with one error handler, bearer-token
+ * auth, strict JSON, and routes grouped per resource.
+ *
+ * Request lifecycle, in order: `onRequest` authenticates every `/v1/`
+ * request (401 before anything else: before the body is read, so before 413
+ * or 400) and, for `POST /v1/jobs`, checks the Idempotency-Key; the body is
+ * then read (limit → 413) and parsed strictly (→ 400); the schema is checked
+ * (wrong shape → 422, bad query → 400); then the handler calls the store.
+ * Every error, thrown anywhere, is rendered by {@link toProblem}.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import { Ajv } from 'ajv';
+import addFormatsImport from 'ajv-formats';
+import { pino, type Logger } from 'pino';
+import { randomUUID } from 'node:crypto';
+import { OnejobError } from '../core/errors.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
+import type { OnejobConfig } from '../config/config.ts';
+import type { Store } from '../store/store.ts';
+import { SHARED_SCHEMAS } from './api-schemas.ts';
+import { createApiTokenAuthenticator } from './api-token-auth.ts';
+import type { AppContext } from './app-context.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
+import { toProblem } from './problem-details.ts';
+import { registerAttemptRoutes } from './routes/attempt-routes.ts';
+import { registerJobRoutes } from './routes/job-routes.ts';
+import { registerOpsRoutes } from './routes/ops-routes.ts';
+
+const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
+
+/** Options of {@link buildApp}. */
+export interface BuildAppOptions {
+  readonly store: Store;
+  readonly config: OnejobConfig;
+  /** Where logs go. Default: a silent logger (pass a pino logger to see JSON lines). */
+  readonly logger?: Logger | undefined;
+  /** Default: the system clock. */
+  readonly clock?: Clock | undefined;
+  /** Default: new metrics on their own registry (give the executor's to share). */
+  readonly metrics?: Metrics | undefined;
+  /** Re-read interval of long-polls. Default 1000 ms. */
+  readonly waitRecheckMs?: number | undefined;
+}
+
+/** Parses a JSON body strictly: JSON only, no `__proto__` keys. */
+function parseStrictJson(text: string): unknown {
+  if (text.trim() === '') throw Object.assign(new Error('the body is empty'), { code: 'FST_ERR_CTP_EMPTY_JSON_BODY', statusCode: 400 });
+  try {
+    return JSON.parse(text, text.includes('__proto__') ? rejectProtoKey : undefined);
+  } catch (cause) {
+    throw Object.assign(new Error((cause as Error).message), { code: 'FST_ERR_CTP_INVALID_JSON_BODY', statusCode: 400 });
+  }
+}
+
+function rejectProtoKey(key: string, value: unknown): unknown {
+  if (key === '__proto__') throw new SyntaxError('the key "__proto__" is not allowed');
+  return value;
+}
+
+/**
+ * Builds the app; call `app.listen()` or `app.inject()` on it. The store's
+ * lifetime is the caller's: closing the app does not close the store.
+ *
+ * @example const app = buildApp({ store, config }); await app.listen({ port: 8080, host: '0.0.0.0' });
+ */
+export function buildApp(options: BuildAppOptions): FastifyInstance {
+  const { store, config } = options;
+  const logger = options.logger ?? pino({ level: 'silent' });
+  const ctx: AppContext = {
+    store,
+    config,
+    metrics: options.metrics ?? createMetrics(),
+    clock: options.clock ?? systemClock,
+    waitRecheckMs: options.waitRecheckMs ?? 1000,
+  };
+  const authenticate = createApiTokenAuthenticator(config.apiKeys);
+
+  const app = Fastify({
+    loggerInstance: logger,
+    bodyLimit: config.bodyLimitBytes,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => randomUUID(),
+    forceCloseConnections: 'idle',
+  }) as unknown as FastifyInstance;
+
+  // Request validation: bodies exactly as sent (no coercion, no stripping);
+  // query strings and paths coerced from text.
+  const bodyAjv = new Ajv({ coerceTypes: false, useDefaults: true, removeAdditional: false, discriminator: true, strict: false, allErrors: false });
+  const partsAjv = new Ajv({ coerceTypes: true, useDefaults: true, removeAdditional: false, strict: false, allErrors: false });
+  addFormats(bodyAjv);
+  addFormats(partsAjv);
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    if (httpPart !== 'body') return partsAjv.compile(schema);
+    const validate = bodyAjv.compile(schema);
+    // A body schema with no required member makes the body optional (e.g. start an attempt).
+    const optional = !Array.isArray((schema as { required?: unknown }).required);
+    if (!optional) return validate;
+    const optionalBody = (data: unknown): boolean => {
+      if (data === undefined || data === null) {
+        optionalBody.errors = null;
+        return true;
+      }
+      const ok = validate(data);
+      optionalBody.errors = validate.errors ?? null;
+      return ok;
+    };
+    optionalBody.errors = null as typeof validate.errors;
+    return optionalBody;
+  });
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, parseStrictJson(body as string));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+
+  app.decorateRequest('owner', '');
+  app.addHook('onRequest', async (request, reply) => {
+    if (!request.url.startsWith('/v1/') && request.url !== '/v1') return;
+    const owner = authenticate(request.headers.authorization);
+    if (owner === null) throw new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token');
+    request.owner = owner;
+    request.log = request.log.child({ owner });
+    reply.log = request.log;
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const problem = toProblem(error);
+    if (problem.unexpected) request.log.error({ err: error }, 'unexpected error');
+    else if (problem.status >= 500) request.log.warn({ err: error, code: problem.body.code }, 'request failed');
+    else request.log.info({ code: problem.body.code, status: problem.status }, 'request rejected');
+    return reply.code(problem.status).headers(problem.headers).type('application/problem+json').send(problem.body);
+  });
+  app.setNotFoundHandler(async (request) => {
+    throw new OnejobError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`);
+  });
+
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+  app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'onejob',
+        version: '1',
+        description: 'One job per intent: safe retries and fallbacks for provider calls. Errors are RFC 9457 problem documents with a stable `code`.',
+      },
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
+      tags: [
+        { name: 'jobs', description: 'Idempotent jobs' },
+        { name: 'attempts', description: 'Attempts of a job' },
+        { name: 'operations', description: 'Health, readiness, metrics' },
+      ],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+  app.register(async (scope) => {
+    registerJobRoutes(scope, ctx);
+    registerAttemptRoutes(scope, ctx);
+    registerOpsRoutes(scope, ctx);
+  });
+  return app;
+}

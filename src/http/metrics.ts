@@ -1,0 +1,61 @@
+/**
+ * Prometheus metrics of one onejob process (prom-client).
+ *
+ * {@link createMetrics} returns a small {@link Metrics} object on its own
+ * registry, so two apps in one test process do not collide. The HTTP layer
+ * counts what it sees; the executor increments the same object (attempt
+ * outcomes, races lost, attempts in doubt, provider latency).
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The metrics of one process. Names are prefixed `onejob_`. */
+export interface Metrics {
+  readonly registry: Registry;
+  /** `onejob_jobs_created_total`: new jobs (201s and jobs created under the hood). */
+  readonly jobsCreated: Counter<'route'>;
+  /** `onejob_idempotent_replays_total`: requests answered with an existing job (200 + Idempotent-Replayed). */
+  readonly replays: Counter<'route'>;
+  /** `onejob_idempotency_conflicts_total`: a key reused with another body (409 idempotency_key_reused). */
+  readonly conflicts: Counter;
+  /** `onejob_attempts_total{state}`: attempts entering a state (`starting`, `running`, `succeeded`, …). */
+  readonly attempts: Counter<'state'>;
+  /** `onejob_races_lost_total`: successes that lost the completion compare-and-swap (superseded). */
+  readonly racesLost: Counter;
+  /** `onejob_attempts_in_doubt`: attempts currently `unknown`, as last observed (set or inc/dec by the executor). */
+  readonly attemptsInDoubt: Gauge;
+  /** `onejob_provider_latency_seconds{provider,outcome}`: time from dispatch to a definite answer. */
+  readonly providerLatency: Histogram<'provider' | 'outcome'>;
+}
+
+/** Options of {@link createMetrics}. */
+export interface CreateMetricsOptions {
+  /** Also collect Node's process metrics (CPU, memory, event loop). Default true. */
+  readonly processMetrics?: boolean;
+}
+
+/**
+ * Registers onejob's metrics on a new registry.
+ *
+ * @example const metrics = createMetrics(); metrics.attempts.inc({ state: 'unknown' });
+ */
+export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'onejob_' });
+  const registers = [registry];
+  return {
+    registry,
+    jobsCreated: new Counter({ name: 'onejob_jobs_created_total', help: 'Jobs created.', labelNames: ['route'], registers }),
+    replays: new Counter({ name: 'onejob_idempotent_replays_total', help: 'Requests answered with the job their idempotency key already created.', labelNames: ['route'], registers }),
+    conflicts: new Counter({ name: 'onejob_idempotency_conflicts_total', help: 'Idempotency keys reused with a different request (409 idempotency_key_reused).', registers }),
+    attempts: new Counter({ name: 'onejob_attempts_total', help: 'Attempts entering each state.', labelNames: ['state'], registers }),
+    racesLost: new Counter({ name: 'onejob_races_lost_total', help: 'Successful attempts that lost the completion compare-and-swap (superseded).', registers }),
+    attemptsInDoubt: new Gauge({ name: 'onejob_attempts_in_doubt', help: 'Attempts currently unknown (in doubt), as last observed.', registers }),
+    providerLatency: new Histogram({
+      name: 'onejob_provider_latency_seconds',
+      help: 'Time from dispatch to a definite provider answer.',
+      labelNames: ['provider', 'outcome'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60],
+      registers,
+    }),
+  };
+}

@@ -1,0 +1,136 @@
+/**
+ * Attempt routes: list a job's attempts, start one (the fallback button),
+ * resolve one (the explicit way out of doubt).
+ */
+import type { FastifyInstance } from 'fastify';
+import { OnejobError } from '../../core/errors.ts';
+import type { RecordedError } from '../../core/types.ts';
+import type { AttemptOutcome } from '../../store/store.ts';
+import { attemptBody, jobBody } from '../api-bodies.ts';
+import {
+  bearerSecurity, errorResponses, idParams, resolveAttemptBody, startAttemptBody,
+  type IdParams, type ResolveAttemptBody, type StartAttemptBody,
+} from '../api-schemas.ts';
+import { bindLog, type AppContext } from '../app-context.ts';
+
+/**
+ * The recorded error of a resolution: an object with string `code` and
+ * `message` is kept as is; any other JSON is wrapped as its `details`.
+ */
+export function resolutionError(given: unknown, state: 'failed' | 'cancelled'): RecordedError {
+  if (given !== null && typeof given === 'object' && !Array.isArray(given)) {
+    const { code, message, ...rest } = given as Record<string, unknown>;
+    if (typeof code === 'string' && typeof message === 'string') {
+      const details = 'details' in rest ? rest.details : Object.keys(rest).length > 0 ? rest : undefined;
+      return details === undefined ? { code, message } : { code, message, details };
+    }
+  }
+  const base = { code: state === 'failed' ? 'resolved_failed' : 'resolved_cancelled', message: `resolved ${state} through the API` };
+  return given === undefined ? base : { ...base, details: given };
+}
+
+/** Registers the attempt routes. */
+export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const { store, config, metrics } = ctx;
+
+  app.get<{ Params: IdParams }>('/v1/jobs/:id/attempts', {
+    schema: {
+      tags: ['attempts'],
+      summary: "List a job's attempts, oldest first",
+      security: bearerSecurity,
+      params: idParams,
+      response: {
+        200: {
+          description: 'The attempts.',
+          type: 'object',
+          required: ['data'],
+          properties: { data: { type: 'array', items: { $ref: 'Attempt#' } } },
+        },
+        ...errorResponses,
+      },
+    },
+    handler: async (request, reply) => {
+      const job = await store.getJob(request.owner, request.params.id);
+      if (job === null) throw new OnejobError('job_not_found', `no job ${request.params.id}`, { details: { job_id: request.params.id } });
+      bindLog(request, reply, { job_id: job.id });
+      return { data: job.attempts.map(attemptBody) };
+    },
+  });
+
+  app.post<{ Params: IdParams; Body: StartAttemptBody | undefined }>('/v1/jobs/:id/attempts', {
+    schema: {
+      tags: ['attempts'],
+      summary: 'Start an attempt (manual fallback)',
+      description:
+        'Starts a new attempt on `provider`, or on the next provider of the chain. Refused with 422 `provider_unknown`, then 409 `attempt_in_doubt`, `attempt_in_flight`, `job_finished`, `provider_not_certified` (or `chain_exhausted`), in that order.',
+      security: bearerSecurity,
+      params: idParams,
+      body: startAttemptBody,
+      response: { 201: { description: 'The new attempt (`starting`).', $ref: 'Attempt#' }, ...errorResponses },
+    },
+    handler: async (request, reply) => {
+      const jobId = request.params.id;
+      bindLog(request, reply, { job_id: jobId });
+      const provider = request.body?.provider;
+      if (provider !== undefined && !Object.hasOwn(config.providers, provider)) {
+        throw new OnejobError('provider_unknown', `no provider named ${JSON.stringify(provider)} is configured`, { details: { provider } });
+      }
+      const job = await store.getJob(request.owner, jobId);
+      if (job === null) throw new OnejobError('job_not_found', `no job ${jobId}`, { details: { job_id: jobId } });
+      const route = Object.hasOwn(config.routes, job.route) ? config.routes[job.route] : undefined;
+      const attempt = await store.startAttempt({
+        ownerId: request.owner,
+        jobId,
+        kind: 'manual',
+        provider,
+        hedgeAfterMs: route?.hedgeAfterMs ?? null,
+      });
+      bindLog(request, reply, { attempt_id: attempt.id });
+      metrics.attempts.inc({ state: attempt.state });
+      request.log.info({ provider: attempt.provider, number: attempt.number }, 'attempt started');
+      return reply.code(201).header('location', `/v1/jobs/${jobId}/attempts`).send(attemptBody(attempt));
+    },
+  });
+
+  app.post<{ Params: IdParams; Body: ResolveAttemptBody }>('/v1/attempts/:id/resolve', {
+    schema: {
+      tags: ['attempts'],
+      summary: 'Resolve an attempt explicitly',
+      description:
+        "Moves a `starting`, `running` or `unknown` attempt to `succeeded` (through the job's compare-and-swap: `superseded` if another attempt already won), `failed` or `cancelled`. 409 `attempt_finished` otherwise.",
+      security: bearerSecurity,
+      params: idParams,
+      body: resolveAttemptBody,
+      response: {
+        200: {
+          description: 'The attempt after resolution, with its job.',
+          type: 'object',
+          allOf: [{ $ref: 'Attempt#' }],
+          required: ['job'],
+          properties: { job: { $ref: 'Job#' } },
+        },
+        ...errorResponses,
+      },
+    },
+    handler: async (request, reply) => {
+      const attemptId = request.params.id;
+      bindLog(request, reply, { attempt_id: attemptId });
+      const body = request.body;
+      let outcome: AttemptOutcome;
+      if (body.state === 'succeeded') outcome = { state: 'succeeded', result: body.result };
+      else if (body.state === 'failed') outcome = { state: 'failed', error: resolutionError(body.error, 'failed') };
+      else outcome = { state: 'cancelled', error: body.error === undefined ? undefined : resolutionError(body.error, 'cancelled') };
+      const settled = await store.settleAttempt({ ownerId: request.owner, attemptId, outcome, actor: 'api' });
+      bindLog(request, reply, { job_id: settled.job.id });
+      metrics.attempts.inc({ state: settled.attempt.state });
+      if (settled.failover) metrics.attempts.inc({ state: settled.failover.state });
+      if (settled.attempt.state === 'superseded') {
+        metrics.racesLost.inc();
+        request.log.warn({ completed_by: settled.job.completedBy }, 'resolution lost the race: attempt superseded, job result untouched');
+      } else {
+        request.log.info({ state: settled.attempt.state, job_state: settled.job.state }, 'attempt resolved');
+      }
+      return { ...attemptBody(settled.attempt), job: jobBody(settled.job) };
+    },
+  });
+}

@@ -1,0 +1,215 @@
+/**
+ * Job routes: create (idempotent), read (with long-poll), list, cancel.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { OnejobError, isOnejobError } from '../../core/errors.ts';
+import { isJobTerminal } from '../../core/states.ts';
+import type { JobWithAttempts } from '../../core/types.ts';
+import { jobBody } from '../api-bodies.ts';
+import {
+  bearerSecurity, createJobBody, createJobHeaders, errorResponses, getJobQuery, idParams, listJobsQuery,
+  type CreateJobBody, type GetJobQuery, type IdParams, type ListJobsQuery,
+} from '../api-schemas.ts';
+import { bindLog, type AppContext } from '../app-context.ts';
+
+/** The syntax of an Idempotency-Key: 1–255 visible ASCII characters. */
+export const IDEMPOTENCY_KEY_PATTERN = /^[!-~]{1,255}$/;
+
+/**
+ * The request's Idempotency-Key, checked against CONTRACT §3.
+ *
+ * @throws OnejobError `idempotency_key_missing` (absent or empty) or `idempotency_key_invalid`.
+ */
+export function idempotencyKeyOf(request: FastifyRequest): string {
+  const raw = request.headers['idempotency-key'];
+  if (raw === undefined || raw === '') {
+    throw new OnejobError('idempotency_key_missing', 'the Idempotency-Key header is required (1–255 visible ASCII characters)');
+  }
+  const key = Array.isArray(raw) ? raw.join(', ') : raw;
+  if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
+    const why = key.length > 255 ? `it is ${key.length} characters long (at most 255)` : 'it may contain only visible ASCII characters (! to ~), no spaces';
+    throw new OnejobError('idempotency_key_invalid', `the Idempotency-Key header is malformed: ${why}`);
+  }
+  return key;
+}
+
+function jobNotFound(id: string): OnejobError {
+  return new OnejobError('job_not_found', `no job ${id}`, { details: { job_id: id } });
+}
+
+/** Whether a long-poll on `job` can answer now. */
+function settledForWait(job: JobWithAttempts): boolean {
+  return isJobTerminal(job.state) || job.state === 'unknown';
+}
+
+/**
+ * Waits until the owner's job is terminal or unknown, or `waitMs` passes, or
+ * the client goes away; wakes on the store's change events and re-reads every
+ * `recheckMs` for changes made by other processes.
+ */
+async function waitForJob(ctx: AppContext, request: FastifyRequest, first: JobWithAttempts, waitMs: number): Promise<JobWithAttempts> {
+  let latest = first;
+  if (waitMs <= 0 || settledForWait(latest)) return latest;
+  const { store } = ctx;
+  const owner = request.owner;
+  await new Promise<void>((resolve) => {
+    let done = false;
+    let reading = false;
+    let again = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      clearInterval(recheck);
+      unsubscribe();
+      request.raw.off('close', onClose);
+      resolve();
+    };
+    const reread = async (): Promise<void> => {
+      if (done) return;
+      if (reading) {
+        again = true;
+        return;
+      }
+      reading = true;
+      try {
+        do {
+          again = false;
+          const job = await store.getJob(owner, first.id);
+          if (job === null) return finish();
+          latest = job;
+          if (settledForWait(job)) return finish();
+        } while (again && !done);
+      } catch (error) {
+        request.log.warn({ err: error }, 'long-poll re-read failed; answering with the last state read');
+        finish();
+      } finally {
+        reading = false;
+      }
+    };
+    const unsubscribe = store.onJobChanged((changedOwner, jobId) => {
+      if (changedOwner === owner && jobId === first.id) void reread();
+    });
+    const onClose = (): void => finish();
+    request.raw.on('close', onClose);
+    const timer = setTimeout(finish, waitMs);
+    const recheck = setInterval(() => void reread(), ctx.waitRecheckMs);
+    // Close the gap between the first read and the subscription.
+    void reread();
+  });
+  return latest;
+}
+
+/** Registers the job routes. */
+export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const { store, config, metrics } = ctx;
+
+  app.post<{ Body: CreateJobBody }>('/v1/jobs', {
+    schema: {
+      tags: ['jobs'],
+      summary: 'Create a job (idempotent)',
+      description:
+        'Creates the job for (owner, Idempotency-Key), or answers with the job that key already created when the body is the same (compared in canonical JSON form).',
+      security: bearerSecurity,
+      headers: createJobHeaders,
+      body: createJobBody,
+      response: {
+        200: { description: 'A replay: the job this key already created (header `Idempotent-Replayed: true`).', $ref: 'Job#' },
+        201: { description: 'Created (header `Location`).', $ref: 'Job#' },
+        ...errorResponses,
+      },
+    },
+    // The key is checked right after authentication, before the body is read.
+    onRequest: async (request) => {
+      idempotencyKeyOf(request);
+    },
+    handler: async (request, reply) => {
+      const idempotencyKey = idempotencyKeyOf(request);
+      const { route, input, metadata } = request.body;
+      const routeConfig = Object.hasOwn(config.routes, route) ? config.routes[route] : undefined;
+      if (routeConfig === undefined) {
+        throw new OnejobError('route_unknown', `no route named ${JSON.stringify(route)} is configured`, { details: { route } });
+      }
+      let result;
+      try {
+        result = await store.createJob({ ownerId: request.owner, idempotencyKey, route, input, metadata, providers: routeConfig.providers });
+      } catch (error) {
+        if (isOnejobError(error, 'idempotency_key_reused')) {
+          metrics.conflicts.inc();
+          request.log.info({ idempotency_key: idempotencyKey }, 'idempotency key reused with a different body');
+        }
+        throw error;
+      }
+      const { job, created } = result;
+      bindLog(request, reply, { job_id: job.id });
+      if (created) {
+        metrics.jobsCreated.inc({ route });
+        request.log.info({ route }, 'job created');
+        return reply.code(201).header('location', `/v1/jobs/${job.id}`).send(jobBody(job));
+      }
+      metrics.replays.inc({ route });
+      request.log.info({ route }, 'idempotent replay');
+      return reply.code(200).header('idempotent-replayed', 'true').send(jobBody(job));
+    },
+  });
+
+  app.get<{ Querystring: ListJobsQuery }>('/v1/jobs', {
+    schema: {
+      tags: ['jobs'],
+      summary: "List the owner's jobs, newest first",
+      security: bearerSecurity,
+      querystring: listJobsQuery,
+      response: {
+        200: {
+          description: 'One page of jobs.',
+          type: 'object',
+          required: ['data', 'next_cursor'],
+          properties: { data: { type: 'array', items: { $ref: 'Job#' } }, next_cursor: { type: ['string', 'null'] } },
+        },
+        ...errorResponses,
+      },
+    },
+    handler: async (request) => {
+      const { state, limit, cursor } = request.query;
+      const page = await store.listJobs({ ownerId: request.owner, state, limit, cursor });
+      return { data: page.jobs.map(jobBody), next_cursor: page.nextCursor };
+    },
+  });
+
+  app.get<{ Params: IdParams; Querystring: GetJobQuery }>('/v1/jobs/:id', {
+    schema: {
+      tags: ['jobs'],
+      summary: 'Read a job, optionally waiting for it to settle',
+      description: 'With `wait`, the answer comes as soon as the job is terminal or `unknown`, or when the wait ends (then with its current state).',
+      security: bearerSecurity,
+      params: idParams,
+      querystring: getJobQuery,
+      response: { 200: { description: 'The job.', $ref: 'Job#' }, ...errorResponses },
+    },
+    handler: async (request, reply) => {
+      const { id } = request.params;
+      const job = await store.getJob(request.owner, id);
+      if (job === null) throw jobNotFound(id);
+      bindLog(request, reply, { job_id: job.id });
+      const waited = await waitForJob(ctx, request, job, Math.round((request.query.wait ?? 0) * 1000));
+      return jobBody(waited);
+    },
+  });
+
+  app.post<{ Params: IdParams }>('/v1/jobs/:id/cancel', {
+    schema: {
+      tags: ['jobs'],
+      summary: 'Cancel a job',
+      description: 'The job becomes terminal `cancelled`; attempts in flight are asked to stop and any later result is `superseded`.',
+      security: bearerSecurity,
+      params: idParams,
+      response: { 200: { description: 'The cancelled job.', $ref: 'Job#' }, ...errorResponses },
+    },
+    handler: async (request, reply: FastifyReply) => {
+      bindLog(request, reply, { job_id: request.params.id });
+      const job = await store.cancelJob(request.owner, request.params.id);
+      request.log.info('job cancelled');
+      return jobBody(job);
+    },
+  });
+}

@@ -1,0 +1,61 @@
+/**
+ * Operations routes: liveness, readiness, metrics, the OpenAPI document.
+ * None of them needs a token.
+ */
+import type { FastifyInstance } from 'fastify';
+import { OnejobError } from '../../core/errors.ts';
+import { errorResponses } from '../api-schemas.ts';
+import type { AppContext } from '../app-context.ts';
+
+/** Registers the operations routes. */
+export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext): void {
+  app.get('/healthz', {
+    schema: {
+      tags: ['operations'],
+      summary: 'Liveness: the process is up',
+      response: { 200: { type: 'object', required: ['status'], properties: { status: { type: 'string', const: 'ok' } } } },
+    },
+    handler: async () => ({ status: 'ok' }),
+  });
+
+  app.get('/readyz', {
+    schema: {
+      tags: ['operations'],
+      summary: 'Readiness: the database answers and its migrations are current',
+      response: {
+        200: { type: 'object', required: ['status'], properties: { status: { type: 'string', const: 'ready' } } },
+        ...errorResponses,
+      },
+    },
+    handler: async (request) => {
+      let readiness;
+      try {
+        readiness = await ctx.store.readiness();
+      } catch (cause) {
+        request.log.warn({ err: cause }, 'readiness check failed');
+        throw new OnejobError('database_unavailable', 'the database did not answer', { cause });
+      }
+      if (!readiness.ok) {
+        const pending = readiness.pendingMigrations;
+        const detail = readiness.error ?? (pending.length > 0 ? `migrations pending: ${pending.join(', ')}; run onejob migrate` : 'the database is not ready');
+        throw new OnejobError('database_unavailable', detail, { details: { pending_migrations: [...pending] } });
+      }
+      return { status: 'ready' };
+    },
+  });
+
+  app.get('/metrics', {
+    schema: {
+      tags: ['operations'],
+      summary: 'Prometheus metrics (text exposition format)',
+      produces: ['text/plain'],
+      response: { 200: { type: 'string', description: 'Prometheus text.' } },
+    },
+    handler: async (_request, reply) => {
+      const text = await ctx.metrics.registry.metrics();
+      return reply.type(ctx.metrics.registry.contentType).send(text);
+    },
+  });
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+}
