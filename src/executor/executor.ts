@@ -1,0 +1,423 @@
+/**
+ * The executor: claims attempts from the database and runs them against providers.
+ *
+ * One attempt is a pipeline of small named steps (Oban-style):
+ * claim → dispatch (→ `running`) → classify → record → report.
+ *
+ * - **Leases and fencing.** Work is claimed with a lease; every write presents
+ *   the lease token and applies only while the lease is unexpired, so an
+ *   executor paused past its lease cannot change a job it no longer owns. One
+ *   heartbeat per executor extends the leases of everything in flight; a token
+ *   missing from the answer means the lease was lost: the attempt is
+ *   abandoned without another write.
+ * - **Timeouts are unknown.** At the provider's `timeoutMs` the attempt
+ *   becomes `unknown` (the job blocks) but the request is not aborted: the
+ *   executor keeps listening for `lateAnswerGraceMs`, and a late answer goes
+ *   through the same compare-and-swap (it may still win, or be superseded).
+ * - **Failover and hedges.** A definite failure settles the attempt `failed`;
+ *   the store starts the next eligible provider in the same transaction. With
+ *   `hedgeAfterMs`, the executor owning a running attempt starts a hedge after
+ *   that much silence, through the same guarded `startAttempt`.
+ * - **Crashes.** A dead executor stops renewing; the rescuer (any executor)
+ *   moves its `starting`/`running` attempts to `unknown`, never `failed`.
+ * - **Wake-ups.** In-process signal and PostgreSQL LISTEN/NOTIFY, with a slow
+ *   poll as the fallback.
+ *
+ * See docs/executor.md.
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import { isOnejobError } from '../core/errors.ts';
+import { newId } from '../core/ids.ts';
+import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
+import type { Attempt, Job, RecordedError } from '../core/types.ts';
+import type { NormalizedCompletion, Provider, ProviderOutcome } from '../providers/provider.ts';
+import type { ClaimedAttempt, Store } from '../store/store.ts';
+
+/** What a route means to the executor. */
+export interface ExecutorRoute {
+  readonly hedgeAfterMs: number | null;
+}
+
+/**
+ * The run-time check of an output against its route's contract (CONTRACT §5).
+ * Returns the job result's `content` (parsed JSON when the contract has an
+ * output schema), or the findings that make the attempt a `contract_violation`.
+ */
+export type OutputCheck = (
+  route: string,
+  input: unknown,
+  completion: NormalizedCompletion,
+) => { readonly ok: true; readonly content: unknown } | { readonly ok: false; readonly findings: readonly unknown[] };
+
+/** Without a contract the content is the provider's text. */
+export const acceptText: OutputCheck = (_route, _input, completion) => ({ ok: true, content: completion.content });
+
+/** Options of {@link Executor}. */
+export interface ExecutorOptions {
+  readonly store: Store;
+  /** Routes by name (hedging policy). */
+  readonly routes: Readonly<Record<string, ExecutorRoute>>;
+  /** Providers by configured name. */
+  readonly providers: ReadonlyMap<string, Provider>;
+  /** This executor's identity (lease owner). Default: a new `exe_…` id. */
+  readonly id?: string;
+  /** Lease length. Default 30 000 ms. */
+  readonly leaseMs?: number;
+  /** How often leases are renewed. Default a third of `leaseMs`. */
+  readonly heartbeatMs?: number;
+  /** Slow poll for work when no wake-up arrives. Default 2 000 ms. */
+  readonly pollMs?: number;
+  /** How often expired leases are rescued to `unknown`. Default 5 000 ms. */
+  readonly rescueEveryMs?: number;
+  /** Most attempts in flight at once. Default 64. */
+  readonly concurrency?: number;
+  /** How long to keep listening for a late answer after the deadline. Default 60 000 ms. */
+  readonly lateAnswerGraceMs?: number;
+  /** The certification gate (failover and hedges); re-read on every use. Default: every provider eligible. */
+  readonly eligible?: () => EligibilityCheck;
+  /** The contract check of every output. Default {@link acceptText}. */
+  readonly checkOutput?: OutputCheck;
+  readonly logger?: Logger;
+}
+
+/**
+ * Typed, namespaced events (graphile-worker style). Tests await them to order
+ * events without sleeping; metrics subscribe to them.
+ */
+export interface ExecutorEvents {
+  'attempt:claimed': [ClaimedAttempt];
+  'attempt:dispatched': [Attempt];
+  'attempt:unknown': [Attempt, RecordedError];
+  'attempt:settled': [Attempt, { state: string; won: boolean; error?: RecordedError }];
+  'attempt:lease_lost': [Attempt];
+  'attempt:finished': [Attempt, { outcome: ProviderOutcome['kind'] | 'abandoned'; latencyMs: number }];
+  'hedge:started': [Attempt];
+  'error': [unknown];
+}
+
+interface InFlight {
+  readonly attempt: Attempt;
+  readonly job: Job;
+  readonly abort: AbortController;
+  /** True once the lease is gone: no more writes. */
+  leaseLost: boolean;
+  cancelled: boolean;
+  readonly done: Promise<void>;
+}
+
+/**
+ * Runs attempts. Start one or many per process, against one database.
+ *
+ * @example
+ * const executor = new Executor({ store, routes: config.routes, providers });
+ * await executor.start();
+ * // …
+ * await executor.stop();
+ */
+export class Executor {
+  readonly id: string;
+  readonly events = new EventEmitter<ExecutorEvents>();
+  readonly #o: Required<Omit<ExecutorOptions, 'logger' | 'id'>> & { logger: Logger | undefined };
+  readonly #inFlight = new Map<string, InFlight>();
+  #running = false;
+  #wakePending = false;
+  #loop: Promise<void> | null = null;
+  #wake: (() => void) | null = null;
+  #timers: NodeJS.Timeout[] = [];
+  #offWork: (() => Promise<void>) | null = null;
+  #offJob: (() => void) | null = null;
+
+  constructor(options: ExecutorOptions) {
+    this.id = options.id ?? newId('exe');
+    const leaseMs = options.leaseMs ?? 30_000;
+    this.#o = {
+      store: options.store,
+      routes: options.routes,
+      providers: options.providers,
+      leaseMs,
+      heartbeatMs: options.heartbeatMs ?? Math.max(50, Math.floor(leaseMs / 3)),
+      pollMs: options.pollMs ?? 2_000,
+      rescueEveryMs: options.rescueEveryMs ?? 5_000,
+      concurrency: options.concurrency ?? 64,
+      lateAnswerGraceMs: options.lateAnswerGraceMs ?? 60_000,
+      eligible: options.eligible ?? (() => everyProviderEligible),
+      checkOutput: options.checkOutput ?? acceptText,
+      logger: options.logger?.child({ executor: this.id }),
+    };
+    this.events.on('error', (e) => this.#o.logger?.error({ err: e }, 'executor error'));
+  }
+
+  /** Attempts this executor is running now. */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  /** Starts claiming work. */
+  async start(): Promise<void> {
+    if (this.#running) return;
+    this.#running = true;
+    this.#offWork = await this.#o.store.onWork(() => this.wake());
+    this.#offJob = this.#o.store.onJobChanged((ownerId, jobId) => this.#onJobChanged(ownerId, jobId));
+    this.#timers.push(setInterval(() => void this.#heartbeat(), this.#o.heartbeatMs));
+    this.#timers.push(setInterval(() => void this.#rescue(), this.#o.rescueEveryMs));
+    this.#timers.push(setInterval(() => this.wake(), this.#o.pollMs));
+    for (const t of this.#timers) t.unref();
+    this.#loop = this.#claimLoop();
+    this.#o.logger?.info({ lease_ms: this.#o.leaseMs, concurrency: this.#o.concurrency }, 'executor started');
+  }
+
+  /** Asks the executor to look for work now. */
+  wake(): void {
+    this.#wakePending = true;
+    this.#wake?.();
+  }
+
+  /**
+   * Stops claiming, waits up to `graceMs` for attempts in flight, then aborts
+   * the rest (a request already sent becomes `unknown`, never failed).
+   */
+  async stop(graceMs = 10_000): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    this.wake();
+    for (const t of this.#timers) clearInterval(t);
+    this.#timers = [];
+    await this.#offWork?.();
+    this.#offJob?.();
+    await this.#loop;
+    const all = Promise.all([...this.#inFlight.values()].map((f) => f.done));
+    const timer = new Promise<void>((r) => setTimeout(r, graceMs).unref());
+    await Promise.race([all, timer]);
+    for (const f of this.#inFlight.values()) f.abort.abort(new Error('executor stopping'));
+    await all;
+    this.#o.logger?.info('executor stopped');
+  }
+
+  /** Runs one rescue pass now (also done on a timer). */
+  async rescueNow(): Promise<number> {
+    return this.#o.store.rescueExpiredLeases();
+  }
+
+  // ---- claim ---------------------------------------------------------------
+
+  async #claimLoop(): Promise<void> {
+    while (this.#running) {
+      this.#wakePending = false;
+      const room = this.#o.concurrency - this.#inFlight.size;
+      let claimed: ClaimedAttempt[] = [];
+      if (room > 0) {
+        try {
+          claimed = await this.#o.store.claimWork({ leaseOwner: this.id, leaseMs: this.#o.leaseMs, limit: Math.min(room, 32), eligible: this.#o.eligible() });
+        } catch (e) {
+          this.events.emit('error', e);
+        }
+      }
+      for (const c of claimed) this.#run(c);
+      if (claimed.length > 0 && claimed.length >= Math.min(room, 32)) continue;
+      if (this.#wakePending) continue;
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+      this.#wake = null;
+    }
+  }
+
+  // ---- run one attempt -----------------------------------------------------
+
+  #run(c: ClaimedAttempt): void {
+    const abort = new AbortController();
+    let resolveDone!: () => void;
+    const done = new Promise<void>((r) => (resolveDone = r));
+    const f: InFlight = { attempt: c.attempt, job: c.job, abort, leaseLost: false, cancelled: false, done };
+    this.#inFlight.set(c.attempt.id, f);
+    this.events.emit('attempt:claimed', c);
+    void this.#runAttempt(f)
+      .catch((e) => this.events.emit('error', e))
+      .finally(() => {
+        this.#inFlight.delete(c.attempt.id);
+        resolveDone();
+        this.wake();
+      });
+  }
+
+  async #runAttempt(f: InFlight): Promise<void> {
+    const { attempt, job } = f;
+    const log = this.#o.logger?.child({ job_id: job.id, attempt_id: attempt.id, owner: job.ownerId, provider: attempt.provider, attempt: attempt.number });
+    const fence = { ownerId: attempt.ownerId, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! };
+    const provider = this.#o.providers.get(attempt.provider);
+    const startedMs = Date.now();
+    if (!provider) {
+      // Not configured here: nothing was sent, so this is a definite failure.
+      await this.#settle(f, { state: 'failed', error: { code: 'provider_unknown', message: `provider ${attempt.provider} is not configured on executor ${this.id}` } }, log);
+      return;
+    }
+
+    let dispatched = false;
+    let inDoubt = false;
+    let hedgeTimer: NodeJS.Timeout | undefined;
+    // Step: dispatch. `running` is recorded when the request reaches the connection.
+    const onDispatched = () => {
+      dispatched = true;
+      void this.#o.store
+        .markRunning({ ...fence, timeoutMs: provider.timeoutMs })
+        .then((ok) => {
+          if (!ok) return this.#loseLease(f, log);
+          this.events.emit('attempt:dispatched', attempt);
+          const hedgeAfterMs = this.#o.routes[job.route]?.hedgeAfterMs ?? null;
+          if (hedgeAfterMs !== null && !inDoubt) {
+            hedgeTimer = setTimeout(() => void this.#hedge(f, hedgeAfterMs, log), hedgeAfterMs);
+          }
+        })
+        .catch((e) => this.events.emit('error', e));
+    };
+    // Step: the deadline makes the attempt unknown; the request keeps listening for a late answer.
+    const deadline = setTimeout(() => {
+      inDoubt = true;
+      const reason: RecordedError = { code: 'deadline_exceeded', message: `no answer from ${attempt.provider} within ${provider.timeoutMs} ms` };
+      void this.#markUnknown(f, reason, log);
+      const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
+      f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
+    }, provider.timeoutMs);
+
+    const outcome = await provider.call({
+      input: job.input as never,
+      jobId: job.id,
+      attemptId: attempt.id,
+      attemptNumber: attempt.number,
+      signal: f.abort.signal,
+      onDispatched,
+    });
+    clearTimeout(deadline);
+    clearTimeout(hedgeTimer);
+    const latencyMs = Date.now() - startedMs;
+    log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched }, 'provider answered');
+
+    // Step: classify and record.
+    if (f.leaseLost) {
+      this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
+      return;
+    }
+    if (f.cancelled && outcome.kind !== 'success') {
+      await this.#settle(f, { state: 'cancelled', error: { code: 'cancelled', message: 'the job was cancelled' } }, log);
+    } else if (outcome.kind === 'success') {
+      const checked = this.#o.checkOutput(job.route, job.input, outcome.completion);
+      if (checked.ok) {
+        const result = { ...outcome.completion, content: checked.content };
+        await this.#settle(f, { state: 'succeeded', result }, log);
+      } else {
+        const error: RecordedError = { code: 'contract_violation', message: `the output of ${attempt.provider} broke the route contract`, details: { findings: checked.findings } };
+        await this.#settle(f, { state: 'failed', error }, log);
+      }
+    } else if (outcome.kind === 'failure') {
+      await this.#settle(f, { state: 'failed', error: toRecorded(outcome.error) }, log);
+    } else {
+      // Ambiguous: the provider may have executed it. Unknown, never failed; nothing more to wait for.
+      if (!inDoubt) await this.#markUnknown(f, toRecorded(outcome.error), log);
+      await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
+    }
+    this.events.emit('attempt:finished', attempt, { outcome: outcome.kind, latencyMs });
+  }
+
+  async #settle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome'], log: Logger | undefined): Promise<void> {
+    const { attempt } = f;
+    try {
+      const r = await this.#o.store.settleAttempt({
+        ownerId: attempt.ownerId, attemptId: attempt.id, outcome,
+        fence: { leaseOwner: this.id, leaseToken: attempt.leaseToken! },
+        eligible: this.#o.eligible(),
+      });
+      if (outcome.state === 'succeeded' && !r.won) {
+        log?.warn({ winner: r.job.completedBy, job_state: r.job.state }, 'race lost: attempt superseded, its result discarded');
+      } else {
+        log?.info({ state: r.attempt.state, failover: r.failover?.provider ?? null }, 'attempt settled');
+      }
+      this.events.emit('attempt:settled', r.attempt, { state: r.attempt.state, won: r.won, error: r.attempt.error ?? undefined });
+    } catch (e) {
+      if (isOnejobError(e, 'lease_lost')) return this.#loseLease(f, log);
+      if (isOnejobError(e, 'attempt_finished')) {
+        // Resolved from outside (an explicit resolve) while we waited; our answer is dropped.
+        log?.warn({ err: e.message }, 'attempt already settled elsewhere; answer dropped');
+        return;
+      }
+      throw e;
+    }
+  }
+
+  async #markUnknown(f: InFlight, reason: RecordedError, log: Logger | undefined): Promise<void> {
+    if (f.leaseLost) return;
+    const ok = await this.#o.store
+      .markUnknown({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken!, reason })
+      .catch((e) => (this.events.emit('error', e), false));
+    if (ok) {
+      log?.warn({ reason: reason.code }, 'attempt in doubt: unknown');
+      this.events.emit('attempt:unknown', f.attempt, reason);
+    }
+  }
+
+  #loseLease(f: InFlight, log: Logger | undefined): void {
+    if (f.leaseLost) return;
+    f.leaseLost = true;
+    log?.warn('lease lost: abandoning the attempt without further writes');
+    this.events.emit('attempt:lease_lost', f.attempt);
+  }
+
+  async #hedge(f: InFlight, hedgeAfterMs: number, log: Logger | undefined): Promise<void> {
+    if (!this.#running || f.leaseLost) return;
+    try {
+      const hedge = await this.#o.store.startAttempt({
+        ownerId: f.job.ownerId, jobId: f.job.id, kind: 'hedge', hedgeAfterMs,
+        eligible: this.#o.eligible(), lease: { leaseOwner: this.id, leaseMs: this.#o.leaseMs },
+      });
+      log?.info({ hedge: hedge.id, hedge_provider: hedge.provider }, 'hedge started');
+      this.events.emit('hedge:started', hedge);
+      this.#run({ attempt: hedge, job: f.job });
+    } catch (e) {
+      if (isOnejobError(e)) log?.debug({ code: e.code }, 'no hedge');
+      else this.events.emit('error', e);
+    }
+  }
+
+  // ---- background ----------------------------------------------------------
+
+  async #heartbeat(): Promise<void> {
+    const flights = [...this.#inFlight.values()].filter((f) => !f.leaseLost);
+    if (flights.length === 0) return;
+    try {
+      const held = new Set(await this.#o.store.extendLeases({ leaseOwner: this.id, leaseTokens: flights.map((f) => f.attempt.leaseToken!), leaseMs: this.#o.leaseMs }));
+      for (const f of flights) {
+        if (!held.has(f.attempt.leaseToken!) && this.#inFlight.has(f.attempt.id)) {
+          this.#loseLease(f, this.#o.logger?.child({ job_id: f.job.id, attempt_id: f.attempt.id }));
+          f.abort.abort(new Error('lease lost'));
+        }
+      }
+    } catch (e) {
+      this.events.emit('error', e);
+    }
+  }
+
+  async #rescue(): Promise<void> {
+    try {
+      const n = await this.#o.store.rescueExpiredLeases();
+      if (n > 0) this.#o.logger?.warn({ rescued: n }, 'expired leases: attempts moved to unknown');
+    } catch (e) {
+      this.events.emit('error', e);
+    }
+  }
+
+  #onJobChanged(ownerId: string, jobId: string): void {
+    const flights = [...this.#inFlight.values()].filter((f) => f.job.id === jobId && f.job.ownerId === ownerId);
+    if (flights.length === 0) return;
+    void this.#o.store.getJob(ownerId, jobId).then((job) => {
+      if (job?.state !== 'cancelled') return;
+      for (const f of flights) {
+        f.cancelled = true;
+        f.abort.abort(new Error('job cancelled'));
+      }
+    }).catch((e) => this.events.emit('error', e));
+  }
+}
+
+function toRecorded(e: { code: string; message: string; details?: unknown }): RecordedError {
+  return { code: e.code, message: e.message, details: e.details };
+}
