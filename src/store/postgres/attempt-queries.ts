@@ -1,0 +1,172 @@
+/**
+ * Named SQL of the `attempts` table (PostgreSQL).
+ *
+ * Every transition is a guarded UPDATE that reports whether it applied; the
+ * claim and lease queries are the executor's and span owners.
+ */
+import type { AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, LeaseExtendParams } from '../driver.ts';
+import type { Attempt } from '../../core/types.ts';
+import { ATTEMPT_COLUMNS, attemptFromRow, jsonParam, type AttemptRow } from './row-mappers.ts';
+import type { Queryable } from './queryable.ts';
+
+/** The fixed statements of this file, by name ({@link attemptUpdate} builds its own). */
+export const ATTEMPT_SQL = {
+  insert: {
+    name: 'onejob_attempt_insert',
+    text: `INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version,
+                          started_at, deadline_at, lease_owner, lease_token, lease_expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+  },
+  listByJob: {
+    name: 'onejob_attempt_list_by_job',
+    text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND job_id = $2 ORDER BY number`,
+  },
+  listByJobs: {
+    name: 'onejob_attempt_list_by_jobs',
+    text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND job_id = ANY($2::text[]) ORDER BY job_id, number`,
+  },
+  get: {
+    name: 'onejob_attempt_get',
+    text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND id = $2`,
+  },
+  // The CTE only restores "oldest first": UPDATE … RETURNING has no order of its own.
+  claim: {
+    name: 'onejob_attempt_claim',
+    text: `WITH claimed AS (
+  UPDATE attempts
+  SET lease_owner = $1, lease_token = 'lease_' || gen_random_uuid()::text, lease_expires_at = $2
+  WHERE (owner_id, id) IN (
+    SELECT owner_id, id FROM attempts
+    WHERE state = 'starting' AND lease_owner IS NULL
+    ORDER BY started_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED)
+  RETURNING ${ATTEMPT_COLUMNS})
+SELECT ${ATTEMPT_COLUMNS} FROM claimed ORDER BY started_at, id`,
+  },
+  extendLeases: {
+    name: 'onejob_attempt_extend_leases',
+    text: `UPDATE attempts SET lease_expires_at = $3
+WHERE lease_owner = $1 AND lease_token = ANY($2::text[]) AND lease_expires_at > $4
+RETURNING lease_token`,
+  },
+  listLeaseExpired: {
+    name: 'onejob_attempt_list_lease_expired',
+    text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts
+WHERE lease_owner IS NOT NULL AND lease_expires_at < $1 AND state IN ('starting', 'running')
+ORDER BY lease_expires_at, id
+LIMIT $2`,
+  },
+} as const;
+
+/** See {@link DriverQueries.attemptInsert}. */
+export async function attemptInsert(db: Queryable, row: AttemptInsertRow): Promise<void> {
+  await db.query({
+    ...ATTEMPT_SQL.insert,
+    values: [
+      row.ownerId,
+      row.id,
+      row.jobId,
+      row.number,
+      row.provider,
+      row.kind,
+      row.state,
+      row.baseVersion,
+      row.startedAt,
+      row.deadlineAt,
+      row.leaseOwner,
+      row.leaseToken,
+      row.leaseExpiresAt,
+    ],
+  });
+}
+
+/** See {@link DriverQueries.attemptListByJob}. */
+export async function attemptListByJob(db: Queryable, ownerId: string, jobId: string): Promise<Attempt[]> {
+  const res = await db.query<AttemptRow>({ ...ATTEMPT_SQL.listByJob, values: [ownerId, jobId] });
+  return res.rows.map(attemptFromRow);
+}
+
+/** See {@link DriverQueries.attemptListByJobs}. */
+export async function attemptListByJobs(db: Queryable, ownerId: string, jobIds: readonly string[]): Promise<Attempt[]> {
+  if (jobIds.length === 0) return [];
+  const res = await db.query<AttemptRow>({ ...ATTEMPT_SQL.listByJobs, values: [ownerId, [...jobIds]] });
+  return res.rows.map(attemptFromRow);
+}
+
+/** See {@link DriverQueries.attemptGet}. */
+export async function attemptGet(db: Queryable, ownerId: string, id: string): Promise<Attempt | null> {
+  const res = await db.query<AttemptRow>({ ...ATTEMPT_SQL.get, values: [ownerId, id] });
+  const r = res.rows[0];
+  return r ? attemptFromRow(r) : null;
+}
+
+/**
+ * See {@link DriverQueries.attemptUpdate}: one guarded UPDATE built from the
+ * fields of `set` that are defined. The statement is named after its shape
+ * (which columns, whether fenced), so each shape is prepared once per
+ * connection. With nothing to set, the guard alone is checked.
+ *
+ * @throws TypeError when `set` both releases the lease and sets `leaseExpiresAt`.
+ */
+export async function attemptUpdate(db: Queryable, p: AttemptUpdateParams): Promise<boolean> {
+  const { set } = p;
+  if (set.releaseLease === true && set.leaseExpiresAt !== undefined) {
+    throw new TypeError('attemptUpdate: releaseLease and leaseExpiresAt are mutually exclusive');
+  }
+  const values: unknown[] = [p.ownerId, p.id, [...p.fromStates]];
+  const assignments: string[] = [];
+  const shape: string[] = [];
+  const assign = (column: string, tag: string, value: unknown): void => {
+    values.push(value);
+    assignments.push(`${column} = $${values.length}`);
+    shape.push(tag);
+  };
+  if (set.state !== undefined) assign('state', 's', set.state);
+  if (set.startedAt !== undefined) assign('started_at', 'st', set.startedAt);
+  if (set.deadlineAt !== undefined) assign('deadline_at', 'd', set.deadlineAt);
+  if (set.finishedAt !== undefined) assign('finished_at', 'f', set.finishedAt);
+  if (set.error !== undefined) assign('error', 'e', jsonParam(set.error));
+  if (set.leaseExpiresAt !== undefined) assign('lease_expires_at', 'x', set.leaseExpiresAt);
+  if (set.releaseLease === true) {
+    assignments.push('lease_owner = NULL', 'lease_expires_at = NULL');
+    shape.push('r');
+  }
+  if (assignments.length === 0) assignments.push('state = state');
+
+  let fence = '';
+  if (p.fence !== undefined) {
+    values.push(p.fence.leaseOwner, p.fence.leaseToken, p.fence.now);
+    const n = values.length;
+    fence = ` AND lease_owner = $${n - 2} AND lease_token = $${n - 1} AND lease_expires_at > $${n}`;
+    shape.push('fence');
+  }
+  const res = await db.query({
+    name: `onejob_attempt_update_${shape.join('_') || 'noop'}`,
+    text: `UPDATE attempts SET ${assignments.join(', ')} WHERE owner_id = $1 AND id = $2 AND state = ANY($3::text[])${fence}`,
+    values,
+  });
+  return res.rowCount === 1;
+}
+
+/** See {@link DriverQueries.attemptClaim}: each claimed row gets a fresh `lease_<uuid>` token. */
+export async function attemptClaim(db: Queryable, p: AttemptClaimParams): Promise<Attempt[]> {
+  const res = await db.query<AttemptRow>({ ...ATTEMPT_SQL.claim, values: [p.leaseOwner, p.leaseExpiresAt, p.limit] });
+  return res.rows.map(attemptFromRow);
+}
+
+/** See {@link DriverQueries.attemptExtendLeases}. */
+export async function attemptExtendLeases(db: Queryable, p: LeaseExtendParams): Promise<string[]> {
+  if (p.leaseTokens.length === 0) return [];
+  const res = await db.query<{ lease_token: string }>({
+    ...ATTEMPT_SQL.extendLeases,
+    values: [p.leaseOwner, [...p.leaseTokens], p.leaseExpiresAt, p.now],
+  });
+  return res.rows.map((r) => r.lease_token);
+}
+
+/** See {@link DriverQueries.attemptListLeaseExpired}: oldest expiry first. */
+export async function attemptListLeaseExpired(db: Queryable, now: Date, limit: number): Promise<Attempt[]> {
+  const res = await db.query<AttemptRow>({ ...ATTEMPT_SQL.listLeaseExpired, values: [now, limit] });
+  return res.rows.map(attemptFromRow);
+}

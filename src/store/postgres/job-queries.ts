@@ -1,0 +1,148 @@
+/**
+ * Named SQL of the `jobs` table (PostgreSQL).
+ *
+ * Each statement is a `{ name, text }` pair; `name` makes `pg` prepare it once
+ * per connection. Every statement filters by `owner_id` except the executor's
+ * cross-owner queue scan.
+ */
+import type { JobFinishParams, JobInsertRow, JobListParams, JobProgressParams } from '../driver.ts';
+import type { Job } from '../../core/types.ts';
+import { JOB_COLUMNS, jobFromRow, jsonParam, type JobRow } from './row-mappers.ts';
+import type { Queryable } from './queryable.ts';
+
+const TERMINAL = `('succeeded', 'failed', 'cancelled')`;
+
+/** The statements of this file, by name. */
+export const JOB_SQL = {
+  insert: {
+    name: 'onejob_job_insert',
+    text: `INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
+                      state, version, attempt_count, skipped, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, 0, '[]', $9, $9)
+ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+RETURNING ${JOB_COLUMNS}`,
+  },
+  getByKey: {
+    name: 'onejob_job_get_by_key',
+    text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE owner_id = $1 AND idempotency_key = $2`,
+  },
+  get: {
+    name: 'onejob_job_get',
+    text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE owner_id = $1 AND id = $2`,
+  },
+  getForUpdate: {
+    name: 'onejob_job_get_for_update',
+    text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE owner_id = $1 AND id = $2 FOR UPDATE`,
+  },
+  updateProgress: {
+    name: 'onejob_job_update_progress',
+    text: `UPDATE jobs SET state = $3, attempt_count = $4, skipped = $5, updated_at = $6
+WHERE owner_id = $1 AND id = $2 AND state NOT IN ${TERMINAL}`,
+  },
+  finish: {
+    name: 'onejob_job_finish',
+    text: `UPDATE jobs SET state = $4, completed_by = $5, result = $6, error = $7, skipped = $8,
+                version = version + 1, updated_at = $9, finished_at = $9
+WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL AND state NOT IN ${TERMINAL}`,
+  },
+  listQueuedForUpdate: {
+    name: 'onejob_job_list_queued_for_update',
+    text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+  },
+} as const;
+
+/**
+ * The page query of {@link jobList}; one named statement per combination of
+ * the optional filters, so each keeps a plan fitted to its shape.
+ */
+function jobListSql(withState: boolean, withAfter: boolean): { name: string; text: string } {
+  const where = ['owner_id = $1'];
+  if (withState) where.push('state = $3');
+  if (withAfter) where.push(`(created_at, id) < ($${withState ? 4 : 3}, $${withState ? 5 : 4})`);
+  return {
+    name: `onejob_job_list${withState ? '_state' : ''}${withAfter ? '_after' : ''}`,
+    text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT $2`,
+  };
+}
+const JOB_LIST_SQL = [jobListSql(false, false), jobListSql(false, true), jobListSql(true, false), jobListSql(true, true)] as const;
+
+/** See {@link DriverQueries.jobInsert}. */
+export async function jobInsert(db: Queryable, row: JobInsertRow): Promise<Job | null> {
+  const res = await db.query<JobRow>({
+    ...JOB_SQL.insert,
+    values: [
+      row.ownerId,
+      row.id,
+      row.idempotencyKey,
+      row.fingerprint,
+      row.route,
+      jsonParam(row.input),
+      jsonParam(row.metadata),
+      JSON.stringify(row.providers),
+      row.createdAt,
+    ],
+  });
+  const r = res.rows[0];
+  return r ? jobFromRow(r) : null;
+}
+
+/** See {@link DriverQueries.jobGetByKey}. */
+export async function jobGetByKey(db: Queryable, ownerId: string, idempotencyKey: string): Promise<Job | null> {
+  const res = await db.query<JobRow>({ ...JOB_SQL.getByKey, values: [ownerId, idempotencyKey] });
+  const r = res.rows[0];
+  return r ? jobFromRow(r) : null;
+}
+
+/** See {@link DriverQueries.jobGet}. */
+export async function jobGet(db: Queryable, ownerId: string, id: string, forUpdate = false): Promise<Job | null> {
+  const sql = forUpdate ? JOB_SQL.getForUpdate : JOB_SQL.get;
+  const res = await db.query<JobRow>({ ...sql, values: [ownerId, id] });
+  const r = res.rows[0];
+  return r ? jobFromRow(r) : null;
+}
+
+/** See {@link DriverQueries.jobList}. */
+export async function jobList(db: Queryable, p: JobListParams): Promise<Job[]> {
+  const withState = p.state !== undefined;
+  const withAfter = p.after !== undefined;
+  const sql = JOB_LIST_SQL[(withState ? 2 : 0) + (withAfter ? 1 : 0)]!;
+  const values: unknown[] = [p.ownerId, p.limit];
+  if (p.state !== undefined) values.push(p.state);
+  if (p.after !== undefined) values.push(p.after.createdAt, p.after.id);
+  const res = await db.query<JobRow>({ ...sql, values });
+  return res.rows.map(jobFromRow);
+}
+
+/** See {@link DriverQueries.jobUpdateProgress}. */
+export async function jobUpdateProgress(db: Queryable, p: JobProgressParams): Promise<boolean> {
+  const res = await db.query({
+    ...JOB_SQL.updateProgress,
+    values: [p.ownerId, p.id, p.state, p.attemptCount, JSON.stringify(p.skipped), p.updatedAt],
+  });
+  return res.rowCount === 1;
+}
+
+/** See {@link DriverQueries.jobFinish}: the completion compare-and-swap. */
+export async function jobFinish(db: Queryable, p: JobFinishParams): Promise<boolean> {
+  const res = await db.query({
+    ...JOB_SQL.finish,
+    values: [
+      p.ownerId,
+      p.id,
+      p.expectedVersion,
+      p.state,
+      p.completedBy,
+      jsonParam(p.result),
+      jsonParam(p.error),
+      JSON.stringify(p.skipped),
+      p.now,
+    ],
+  });
+  return res.rowCount === 1;
+}
+
+/** See {@link DriverQueries.jobListQueuedForUpdate}. */
+export async function jobListQueuedForUpdate(db: Queryable, limit: number): Promise<Job[]> {
+  const res = await db.query<JobRow>({ ...JOB_SQL.listQueuedForUpdate, values: [limit] });
+  return res.rows.map(jobFromRow);
+}

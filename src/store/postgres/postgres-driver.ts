@@ -1,0 +1,477 @@
+/**
+ * The PostgreSQL driver: a `pg.Pool` behind the {@link Driver} interface.
+ *
+ * - Queries are the named statements of `job-queries.ts`, `attempt-queries.ts`
+ *   and `event-queries.ts`, prepared once per pooled connection.
+ * - `bigint` columns come back as JS numbers (a pool-local type parser, no
+ *   global `pg.types` change); `timestamptz` as `Date`; `json` parsed.
+ * - Transactions are READ COMMITTED and serialize through row locks; a
+ *   deadlock or serialization failure re-runs the whole function.
+ * - Migrations run in one transaction under an advisory lock, each inserting
+ *   its `onejob_migrations` row first (graphile-worker style).
+ * - Wake-ups use `LISTEN/NOTIFY onejob_work` on one dedicated connection.
+ * - Connection failures become `OnejobError('database_unavailable')`;
+ *   every other database error (constraints included) propagates as is.
+ */
+import pg from 'pg';
+import type { CustomTypesConfig, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
+import { OnejobError } from '../../core/errors.ts';
+import type { Driver, DriverCapabilities, DriverQueries, MigrationResult } from '../driver.ts';
+import { loadMigrations, MIGRATIONS_DIR } from '../migration-files.ts';
+import * as attempts from './attempt-queries.ts';
+import * as events from './event-queries.ts';
+import * as jobs from './job-queries.ts';
+import type { Queryable } from './queryable.ts';
+
+/** Options of {@link createPostgresDriver}. */
+export interface PostgresDriverOptions {
+  /** A libpq-style URL, e.g. `postgres://user@host:5432/db`. */
+  readonly connectionString: string;
+  /** Most pooled connections (the LISTEN connection is extra). Default 10. */
+  readonly max?: number | undefined;
+  /** How long to wait for a new connection before failing with `database_unavailable`. Default 10 000 ms. */
+  readonly connectTimeoutMs?: number | undefined;
+  /** `application_name` shown in `pg_stat_activity`. Default `onejob`. */
+  readonly applicationName?: string | undefined;
+  /** How many times a transaction runs at most when it hits a deadlock or serialization failure. Default 3. */
+  readonly maxTransactionAttempts?: number | undefined;
+  /** The folder holding `postgres/NNNN_name.sql`. Default: the package's `migrations/`. */
+  readonly migrationsDir?: string | undefined;
+  /**
+   * Errors no caller is waiting for: an idle pooled connection dropped, the
+   * LISTEN connection lost or failing to reconnect. Default: ignored (the pool
+   * replaces connections and the listener reconnects on its own).
+   */
+  readonly onBackgroundError?: ((error: Error) => void) | undefined;
+}
+
+/** The channel of work wake-ups. */
+export const WORK_CHANNEL = 'onejob_work';
+
+/** The advisory lock key held while migrating: the ASCII bytes of "onejob". */
+export const MIGRATION_LOCK_KEY = 0x6f6e656a6f62;
+
+const CAPABILITIES: DriverCapabilities = {
+  supportsSkipLocked: true,
+  supportsListenNotify: true,
+  supportsConcurrentWriters: true,
+};
+
+const INT8_OID = 20;
+
+/** `bigint` text → number; refuses values a double cannot hold exactly. */
+function parseInt8(text: string): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n)) throw new RangeError(`bigint ${text} does not fit in a JS number`);
+  return n;
+}
+
+/** The pool's type parsers: pg's defaults, except `bigint` as a number. */
+const TYPES: CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format)) as CustomTypesConfig['getTypeParser'],
+};
+
+const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+// SQLSTATE: 08* connection exception, 57P01-03 shutdown / cannot connect now, 53300 too many connections.
+const CONNECTION_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+const CONNECTION_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i;
+
+/** Whether `e` says the database could not be reached or the connection broke. */
+export function isConnectionError(e: unknown): boolean {
+  if (!(e instanceof Error)) return false;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (CONNECTION_ERRNOS.has(code) || CONNECTION_SQLSTATES.has(code) || code.startsWith('08')) return true;
+  }
+  return CONNECTION_MESSAGES.test(e.message);
+}
+
+/** SQLSTATEs after which re-running the whole transaction may succeed. */
+const RETRYABLE_TX_SQLSTATES = new Set(['40001', '40P01']);
+
+function isRetryableTransactionError(e: unknown): boolean {
+  return e instanceof Error && RETRYABLE_TX_SQLSTATES.has((e as { code?: string }).code ?? '');
+}
+
+/** `host:port/database` of a connection string, never its password. */
+function describeTarget(connectionString: string): string {
+  try {
+    const url = new URL(connectionString);
+    return `${url.hostname || 'localhost'}:${url.port || '5432'}${url.pathname || ''}`;
+  } catch {
+    return 'the configured database';
+  }
+}
+
+function errorMessage(e: unknown): string {
+  if (e instanceof AggregateError && e.errors.length > 0) return errorMessage(e.errors[0]);
+  if (e instanceof Error) return e.message || (e as { code?: string }).code || e.name;
+  return String(e);
+}
+
+/** The `error` listener of a checked-out client: the failure surfaces on its next query instead. */
+function ignoreCheckedOutError(): void {}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The named queries of the three query files, bound to one connection (a pool or a transaction's client). */
+function queriesOn(db: Queryable): DriverQueries {
+  return {
+    jobInsert: (row) => jobs.jobInsert(db, row),
+    jobGetByKey: (ownerId, key) => jobs.jobGetByKey(db, ownerId, key),
+    jobGet: (ownerId, id, forUpdate) => jobs.jobGet(db, ownerId, id, forUpdate),
+    jobList: (params) => jobs.jobList(db, params),
+    jobUpdateProgress: (params) => jobs.jobUpdateProgress(db, params),
+    jobFinish: (params) => jobs.jobFinish(db, params),
+    jobListQueuedForUpdate: (limit) => jobs.jobListQueuedForUpdate(db, limit),
+    attemptInsert: (row) => attempts.attemptInsert(db, row),
+    attemptListByJob: (ownerId, jobId) => attempts.attemptListByJob(db, ownerId, jobId),
+    attemptListByJobs: (ownerId, jobIds) => attempts.attemptListByJobs(db, ownerId, jobIds),
+    attemptGet: (ownerId, id) => attempts.attemptGet(db, ownerId, id),
+    attemptUpdate: (params) => attempts.attemptUpdate(db, params),
+    attemptClaim: (params) => attempts.attemptClaim(db, params),
+    attemptExtendLeases: (params) => attempts.attemptExtendLeases(db, params),
+    attemptListLeaseExpired: (now, limit) => attempts.attemptListLeaseExpired(db, now, limit),
+    eventInsert: (rows) => events.eventInsert(db, rows),
+    eventList: (ownerId, jobId) => events.eventList(db, ownerId, jobId),
+    eventListAll: (afterId, limit) => events.eventListAll(db, afterId, limit),
+  };
+}
+
+/**
+ * The PostgreSQL {@link Driver}. Prefer {@link createPostgresDriver}.
+ */
+export class PostgresDriver implements Driver {
+  readonly name = 'postgres';
+  readonly capabilities = CAPABILITIES;
+  readonly queries: DriverQueries;
+
+  readonly #pool: pg.Pool;
+  readonly #target: string;
+  readonly #maxTxAttempts: number;
+  readonly #migrationsDir: string;
+  readonly #listener: WorkListener;
+  #closed: Promise<void> | null = null;
+
+  constructor(options: PostgresDriverOptions) {
+    const onBackgroundError = options.onBackgroundError ?? (() => {});
+    this.#target = describeTarget(options.connectionString);
+    this.#maxTxAttempts = Math.max(1, options.maxTransactionAttempts ?? 3);
+    this.#migrationsDir = options.migrationsDir ?? MIGRATIONS_DIR;
+    const clientConfig: pg.ClientConfig = {
+      connectionString: options.connectionString,
+      application_name: options.applicationName ?? 'onejob',
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+      types: TYPES,
+    };
+    this.#pool = new pg.Pool({ ...clientConfig, max: options.max ?? 10 });
+    // An idle client's error would otherwise crash the process; the pool drops that client.
+    this.#pool.on('error', (e) => onBackgroundError(e));
+    this.#listener = new WorkListener(clientConfig, (e) => this.#unavailable(e), onBackgroundError);
+    this.queries = queriesOn(this.#mapped(this.#pool));
+  }
+
+  /** A `database_unavailable` error for a connection failure `cause`. */
+  #unavailable(cause: unknown): OnejobError {
+    return new OnejobError('database_unavailable', `PostgreSQL at ${this.#target} is unreachable: ${errorMessage(cause)}`, { cause });
+  }
+
+  /** Connection failures → `database_unavailable`; anything else unchanged. */
+  #mapError(e: unknown): unknown {
+    return isConnectionError(e) ? this.#unavailable(e) : e;
+  }
+
+  /** `target` with its errors mapped by {@link #mapError}. */
+  #mapped(target: { query(config: QueryConfig): Promise<QueryResult> }): Queryable {
+    return {
+      query: async <R extends QueryResultRow>(config: QueryConfig): Promise<QueryResult<R>> => {
+        try {
+          return (await target.query(config)) as QueryResult<R>;
+        } catch (e) {
+          throw this.#mapError(e);
+        }
+      },
+    };
+  }
+
+  /**
+   * A pooled client for a transaction. While checked out, `pg` leaves the
+   * client without an `error` listener, so a connection dropped between two
+   * queries would crash the process; this one swallows it (the next query
+   * fails and is mapped) until {@link #release}.
+   */
+  async #connect(): Promise<PoolClient> {
+    if (this.#closed) throw new OnejobError('database_unavailable', 'the PostgreSQL driver is closed');
+    let client: PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (e) {
+      throw this.#unavailable(e);
+    }
+    client.on('error', ignoreCheckedOutError);
+    return client;
+  }
+
+  /** Returns `client` to the pool, or destroys it when `broken` is given. */
+  #release(client: PoolClient, broken: Error | undefined): void {
+    client.removeListener('error', ignoreCheckedOutError);
+    client.release(broken);
+  }
+
+  /**
+   * Runs `fn` in one READ COMMITTED transaction on one pooled connection.
+   * A deadlock (40P01) or serialization failure (40001) rolls back and runs
+   * `fn` again, up to `maxTransactionAttempts` times, so `fn` must have no
+   * effects outside the database.
+   *
+   * @example await driver.transaction(async (q) => { const job = await q.jobGet(owner, id, true); … })
+   */
+  async transaction<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#connect();
+      let broken: Error | undefined;
+      let failure: unknown;
+      try {
+        await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+        const result = await fn(queriesOn(this.#mapped(client)));
+        await client.query('COMMIT');
+        return result;
+      } catch (e) {
+        failure = e;
+        try {
+          await client.query('ROLLBACK');
+        } catch (rollbackError) {
+          // The connection is unusable: destroy it instead of returning it to the pool.
+          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+        }
+      } finally {
+        this.#release(client, broken);
+      }
+      if (!isRetryableTransactionError(failure) || attempt >= this.#maxTxAttempts) throw this.#mapError(failure);
+      await sleep(5 * attempt + Math.random() * 20);
+    }
+  }
+
+  /**
+   * Applies every pending migration in one transaction holding
+   * `pg_advisory_xact_lock(MIGRATION_LOCK_KEY)`. Each migration inserts its
+   * `onejob_migrations` row before its SQL, so even a migrator that skipped
+   * the lock could not apply a version twice. Several processes may call it
+   * at once: one applies, the others wait for the lock and find nothing to do.
+   *
+   * @returns one result per migration file, in version order.
+   * @throws OnejobError `internal` naming the migration that failed (nothing is applied), or `database_unavailable`.
+   */
+  async migrate(): Promise<MigrationResult[]> {
+    const files = loadMigrations('postgres', this.#migrationsDir);
+    const client = await this.#connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      await client.query({ text: 'SELECT pg_advisory_xact_lock($1)', values: [MIGRATION_LOCK_KEY] });
+      await client.query(
+        'CREATE TABLE IF NOT EXISTS onejob_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
+      );
+      const done = await client.query<{ version: number }>('SELECT version FROM onejob_migrations');
+      const applied = new Set(done.rows.map((r) => r.version));
+      const results: MigrationResult[] = [];
+      for (const file of files) {
+        if (applied.has(file.version)) {
+          results.push({ version: file.version, name: file.name, status: 'already_applied' });
+          continue;
+        }
+        await client.query({
+          text: 'INSERT INTO onejob_migrations (version, name, applied_at) VALUES ($1, $2, now())',
+          values: [file.version, file.name],
+        });
+        try {
+          await client.query(file.sql);
+        } catch (e) {
+          if (isConnectionError(e)) throw e;
+          throw new OnejobError('internal', `migration ${String(file.version).padStart(4, '0')}_${file.name} failed: ${errorMessage(e)}`, { cause: e });
+        }
+        results.push({ version: file.version, name: file.name, status: 'applied' });
+      }
+      await client.query('COMMIT');
+      return results;
+    } catch (e) {
+      try {
+        await client.query('ROLLBACK');
+      } catch (rollbackError) {
+        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      }
+      throw this.#mapError(e);
+    } finally {
+      this.#release(client, broken);
+    }
+  }
+
+  /** Versions of migration files not recorded in `onejob_migrations` (all of them when the table is missing). */
+  async pendingMigrations(): Promise<number[]> {
+    const versions = loadMigrations('postgres', this.#migrationsDir).map((f) => f.version);
+    const db = this.#mapped(this.#pool);
+    const present = await db.query<{ present: boolean }>({
+      text: `SELECT to_regclass('onejob_migrations') IS NOT NULL AS present`,
+    });
+    if (!present.rows[0]?.present) return versions;
+    const done = await db.query<{ version: number }>({ text: 'SELECT version FROM onejob_migrations' });
+    const applied = new Set(done.rows.map((r) => r.version));
+    return versions.filter((v) => !applied.has(v));
+  }
+
+  /** `SELECT 1`. @throws OnejobError `database_unavailable`. */
+  async ping(): Promise<void> {
+    if (this.#closed) throw new OnejobError('database_unavailable', 'the PostgreSQL driver is closed');
+    try {
+      await this.#pool.query('SELECT 1');
+    } catch (e) {
+      throw this.#unavailable(e);
+    }
+  }
+
+  /** `NOTIFY onejob_work` (autocommit: delivered at once). */
+  async notifyWork(): Promise<void> {
+    await this.#mapped(this.#pool).query({ text: `NOTIFY ${WORK_CHANNEL}` });
+  }
+
+  /**
+   * Calls `listener` on every `onejob_work` notification, and once after the
+   * LISTEN connection was lost and re-established (notifications may have
+   * been missed meanwhile). All subscriptions share one dedicated connection,
+   * opened by the first and closed by the last unsubscribe.
+   *
+   * @throws OnejobError `database_unavailable` when the first LISTEN cannot connect.
+   */
+  onWork(listener: () => void): Promise<() => Promise<void>> {
+    if (this.#closed) return Promise.reject(new OnejobError('database_unavailable', 'the PostgreSQL driver is closed'));
+    return this.#listener.subscribe(listener);
+  }
+
+  /** Closes the LISTEN connection and the pool. Idempotent. */
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      await this.#listener.stop();
+      await this.#pool.end();
+    })();
+    return this.#closed;
+  }
+}
+
+/**
+ * The one LISTEN connection of a driver: shared by every `onWork`
+ * subscription, reconnecting with backoff (100 ms doubling to 5 s) when lost.
+ */
+class WorkListener {
+  readonly #config: pg.ClientConfig;
+  readonly #unavailable: (cause: unknown) => Error;
+  readonly #onBackgroundError: (e: Error) => void;
+  readonly #subscribers = new Set<{ readonly listener: () => void }>();
+  #client: pg.Client | null = null;
+  #ready: Promise<void> | null = null;
+  #retryTimer: NodeJS.Timeout | null = null;
+  #backoffMs = 100;
+
+  constructor(config: pg.ClientConfig, unavailable: (cause: unknown) => Error, onBackgroundError: (e: Error) => void) {
+    this.#config = config;
+    this.#unavailable = unavailable;
+    this.#onBackgroundError = onBackgroundError;
+  }
+
+  async subscribe(listener: () => void): Promise<() => Promise<void>> {
+    const entry = { listener };
+    this.#subscribers.add(entry);
+    try {
+      await (this.#ready ??= this.#open());
+    } catch (e) {
+      this.#subscribers.delete(entry);
+      this.#ready = null;
+      throw e;
+    }
+    let unsubscribed = false;
+    return async () => {
+      if (unsubscribed) return;
+      unsubscribed = true;
+      this.#subscribers.delete(entry);
+      if (this.#subscribers.size === 0) await this.stop();
+    };
+  }
+
+  /** Closes the connection and cancels any reconnect; subscriptions made later open a new one. */
+  async stop(): Promise<void> {
+    this.#ready = null;
+    if (this.#retryTimer) clearTimeout(this.#retryTimer);
+    this.#retryTimer = null;
+    const client = this.#client;
+    this.#client = null;
+    if (client) await client.end().catch(() => {});
+  }
+
+  /** Connects and LISTENs; throws `database_unavailable` on failure. */
+  async #open(): Promise<void> {
+    const client = new pg.Client(this.#config);
+    client.on('error', (e) => this.#lost(client, e));
+    client.on('end', () => this.#lost(client, new Error('LISTEN connection ended')));
+    client.on('notification', (msg) => {
+      if (msg.channel === WORK_CHANNEL) this.#fire();
+    });
+    this.#client = client;
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${WORK_CHANNEL}`);
+    } catch (e) {
+      if (this.#client === client) this.#client = null;
+      await client.end().catch(() => {});
+      throw this.#unavailable(e);
+    }
+    this.#backoffMs = 100;
+  }
+
+  #fire(): void {
+    for (const { listener } of [...this.#subscribers]) {
+      try {
+        listener();
+      } catch (e) {
+        this.#onBackgroundError(e instanceof Error ? e : new Error(String(e)));
+      }
+    }
+  }
+
+  /** The current connection broke: drop it and reconnect, unless it is no longer ours. */
+  #lost(client: pg.Client, e: Error): void {
+    if (this.#client !== client) return;
+    this.#client = null;
+    client.end().catch(() => {});
+    this.#onBackgroundError(e);
+    this.#scheduleReconnect();
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#retryTimer || this.#subscribers.size === 0 || this.#ready === null) return;
+    const delay = this.#backoffMs;
+    this.#backoffMs = Math.min(this.#backoffMs * 2, 5_000);
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = null;
+      if (this.#subscribers.size === 0 || this.#ready === null) return;
+      this.#open().then(
+        () => this.#fire(),
+        (err: unknown) => {
+          this.#onBackgroundError(err instanceof Error ? err : new Error(String(err)));
+          this.#scheduleReconnect();
+        },
+      );
+    }, delay);
+  }
+}
+
+/**
+ * Creates the PostgreSQL driver. No connection is opened until the first
+ * query; call `ping()` to check the database is reachable.
+ *
+ * @example
+ * const driver = await createPostgresDriver({ connectionString: 'postgres://postgres@127.0.0.1:5432/onejob', max: 20 });
+ * await driver.migrate();
+ */
+export async function createPostgresDriver(options: PostgresDriverOptions): Promise<Driver> {
+  return new PostgresDriver(options);
+}
