@@ -9,7 +9,7 @@
  * (wrong shape → 422, bad query → 400); then the handler calls the store.
  * Every error, thrown anywhere, is rendered by {@link toProblem}.
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
@@ -60,6 +60,20 @@ function rejectProtoKey(key: string, value: unknown): unknown {
 }
 
 /**
+ * One log line per request, written when it completes, after authentication
+ * and the handler have bound `owner`, `job_id` and `attempt_id` to it (an
+ * "incoming request" line would be written before anyone knows the owner).
+ */
+class RequestLogController extends LogController {
+  override incomingRequest(): void {}
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    const fields = { req: { method: request.method, url: request.url }, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime };
+    if (error) reply.log.error({ ...fields, err: error }, 'request errored');
+    else reply.log.info(fields, 'request completed');
+  }
+}
+
+/**
  * Builds the app; call `app.listen()` or `app.inject()` on it. The store's
  * lifetime is the caller's: closing the app does not close the store.
  *
@@ -79,6 +93,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
 
   const app = Fastify({
     loggerInstance: logger,
+    logController: new RequestLogController(),
     bodyLimit: config.bodyLimitBytes,
     requestIdHeader: 'x-request-id',
     genReqId: () => randomUUID(),

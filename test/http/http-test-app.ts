@@ -3,6 +3,8 @@
  * migrated store of one test database engine, plus small request helpers.
  */
 import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Metrics } from '../../src/http/metrics.ts';
 import { defineConfig, type OnejobConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/build-app.ts';
 import type { JobWithAttempts } from '../../src/core/types.ts';
@@ -15,6 +17,7 @@ export const BOB = 'tok_bob_0123456789';
 
 /** The test config: two owners, two providers, a plain and a hedged route. */
 export function testConfig(overrides: { bodyLimitBytes?: number } = {}): OnejobConfig {
+  const { bodyLimitBytes } = overrides;
   return defineConfig({
     apiKeys: { [ALICE]: 'alice', [BOB]: 'bob' },
     providers: {
@@ -25,7 +28,7 @@ export function testConfig(overrides: { bodyLimitBytes?: number } = {}): OnejobC
       summarize: { providers: ['p1', 'p2'] },
       hedged: { providers: ['p1', 'p2'], hedgeAfterMs: 0 },
     },
-    ...overrides,
+    bodyLimitBytes,
   });
 }
 
@@ -34,6 +37,8 @@ export interface TestServer {
   readonly app: FastifyInstance;
   readonly store: JobStore;
   readonly baseUrl: string;
+  /** The database URL (to open a second store, as another process would). */
+  readonly url: string;
   /** Sends a request; `body` objects are sent as JSON, strings as they are. */
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Every job of `owner` (all pages). */
@@ -62,9 +67,12 @@ export interface TestResponse {
 }
 
 /** Starts the app for `db` on 127.0.0.1 and a free port. */
-export async function startTestServer(db: TestDatabase, options: { bodyLimitBytes?: number; waitRecheckMs?: number } = {}): Promise<TestServer> {
-  const { store, cleanup } = await createTestStore(db);
-  const app = buildApp({ store, config: testConfig(options), waitRecheckMs: options.waitRecheckMs });
+export async function startTestServer(
+  db: TestDatabase,
+  options: { bodyLimitBytes?: number; waitRecheckMs?: number; logger?: Logger; metrics?: Metrics } = {},
+): Promise<TestServer> {
+  const { store, url, cleanup } = await createTestStore(db);
+  const app = buildApp({ store, config: testConfig(options), waitRecheckMs: options.waitRecheckMs, logger: options.logger, metrics: options.metrics });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('no port');
@@ -73,6 +81,7 @@ export async function startTestServer(db: TestDatabase, options: { bodyLimitByte
     app,
     store,
     baseUrl,
+    url,
     async request(method, path, o = {}) {
       const headers: Record<string, string> = { ...(o.headers ?? {}) };
       const token = o.token === undefined ? ALICE : o.token;
