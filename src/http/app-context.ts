@@ -16,6 +16,8 @@ export interface AppContext {
   readonly clock: Clock;
   /** Re-read interval of a long-poll, the fallback for changes made by other processes. Default 1000 ms. */
   readonly waitRecheckMs: number;
+  /** Aborted when the app starts closing: long-polls answer at once with what they have. */
+  readonly closing: AbortSignal;
 }
 
 declare module 'fastify' {

@@ -82,12 +82,14 @@ class RequestLogController extends LogController {
 export function buildApp(options: BuildAppOptions): FastifyInstance {
   const { store, config } = options;
   const logger = options.logger ?? pino({ level: 'silent' });
+  const closing = new AbortController();
   const ctx: AppContext = {
     store,
     config,
     metrics: options.metrics ?? createMetrics(),
     clock: options.clock ?? systemClock,
     waitRecheckMs: options.waitRecheckMs ?? 1000,
+    closing: closing.signal,
   };
   const authenticate = createApiTokenAuthenticator(config.apiKeys);
 
@@ -134,6 +136,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     }
   });
 
+  app.addHook('preClose', async () => closing.abort());
   app.decorateRequest('owner', '');
   app.addHook('onRequest', async (request, reply) => {
     if (!request.url.startsWith('/v1/') && request.url !== '/v1') return;

@@ -49,7 +49,7 @@ function settledForWait(job: JobWithAttempts): boolean {
  */
 async function waitForJob(ctx: AppContext, request: FastifyRequest, first: JobWithAttempts, waitMs: number): Promise<JobWithAttempts> {
   let latest = first;
-  if (waitMs <= 0 || settledForWait(latest)) return latest;
+  if (waitMs <= 0 || settledForWait(latest) || ctx.closing.aborted) return latest;
   const { store } = ctx;
   const owner = request.owner;
   await new Promise<void>((resolve) => {
@@ -63,6 +63,7 @@ async function waitForJob(ctx: AppContext, request: FastifyRequest, first: JobWi
       clearInterval(recheck);
       unsubscribe();
       request.raw.off('close', onClose);
+      ctx.closing.removeEventListener('abort', finish);
       resolve();
     };
     const reread = async (): Promise<void> => {
@@ -92,6 +93,7 @@ async function waitForJob(ctx: AppContext, request: FastifyRequest, first: JobWi
     });
     const onClose = (): void => finish();
     request.raw.on('close', onClose);
+    ctx.closing.addEventListener('abort', finish);
     const timer = setTimeout(finish, waitMs);
     const recheck = setInterval(() => void reread(), ctx.waitRecheckMs);
     // Close the gap between the first read and the subscription.
