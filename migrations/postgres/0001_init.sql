@@ -68,3 +68,5 @@ CREATE TABLE job_events (
   PRIMARY KEY (owner_id, id)
 );
 CREATE INDEX job_events_job_idx ON job_events (owner_id, job_id, id);
+-- Tailing the whole log (checkers) reads by id alone.
+CREATE INDEX job_events_id_idx ON job_events (id);

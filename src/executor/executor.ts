@@ -256,10 +256,12 @@ export class Executor {
     let dispatched = false;
     let inDoubt = false;
     let hedgeTimer: NodeJS.Timeout | undefined;
+    // One attempt's writes happen in order: every later write waits for `running` to be recorded.
+    let runningWrite: Promise<unknown> = Promise.resolve();
     // Step: dispatch. `running` is recorded when the request reaches the connection.
     const onDispatched = () => {
       dispatched = true;
-      void this.#o.store
+      runningWrite = this.#o.store
         .markRunning({ ...fence, timeoutMs: provider.timeoutMs })
         .then((ok) => {
           if (!ok) return this.#loseLease(f, log);
@@ -275,7 +277,7 @@ export class Executor {
     const deadline = setTimeout(() => {
       inDoubt = true;
       const reason: RecordedError = { code: 'deadline_exceeded', message: `no answer from ${attempt.provider} within ${provider.timeoutMs} ms` };
-      void this.#markUnknown(f, reason, log);
+      runningWrite = runningWrite.then(() => this.#markUnknown(f, reason, log));
       const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
       f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
     }, provider.timeoutMs);
@@ -290,6 +292,7 @@ export class Executor {
     });
     clearTimeout(deadline);
     clearTimeout(hedgeTimer);
+    await runningWrite;
     const latencyMs = Date.now() - startedMs;
     log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched }, 'provider answered');
 

@@ -13,7 +13,10 @@
  * - JSON columns store the value's `JSON.stringify` text and return
  *   `JSON.parse` of it (PostgreSQL type `json`, not `jsonb`, so a result is
  *   stored exactly as given);
- * - every statement filters by `owner_id` where the table has it.
+ * - every statement filters by `owner_id` where the table has it, except the
+ *   executor's cross-owner work queries (`jobListQueuedForUpdate`,
+ *   `attemptClaim`, `attemptExtendLeases`, `attemptListLeaseExpired`) and
+ *   `eventListAll`, which span owners by design.
  */
 import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, SkippedProvider } from '../core/types.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
@@ -236,7 +239,8 @@ export interface Driver {
    * Runs `fn` in one transaction: committed when it resolves, rolled back when
    * it throws. PostgreSQL: READ COMMITTED, serialization by row locks
    * (`jobGet(…, true)`); SQLite: `BEGIN IMMEDIATE`, one writer at a time.
-   * Retries on serialization/busy errors are the driver's business.
+   * Retries on serialization/busy errors are the driver's business: `fn` may
+   * run more than once, so it must touch nothing but the database.
    */
   transaction<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T>;
   /** Applies pending migrations under a lock; safe to call from several processes at once. */

@@ -18,10 +18,12 @@ export default async function setup(): Promise<void> {
     );
   }
   try {
+    // Only databases nobody is connected to: another test run may be using its own right now.
     const old = await c.query<{ datname: string }>(
-      `SELECT datname FROM pg_database WHERE datname LIKE 'onejob\\_t\\_%' OR datname LIKE 'onejob\\_http\\_%' OR datname LIKE 'onejob\\_e\\_%'`,
+      `SELECT datname FROM pg_database d WHERE datname LIKE 'onejob\\_t\\_%'
+         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`,
     );
-    for (const { datname } of old.rows) await c.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
+    for (const { datname } of old.rows) await c.query(`DROP DATABASE IF EXISTS ${datname}`).catch(() => undefined);
   } finally {
     await c.end();
   }

@@ -1,0 +1,220 @@
+/**
+ * The executor against real fake providers over HTTP, on SQLite and PostgreSQL.
+ * Event order is forced with the fake's gates and the executor's events, not sleeps.
+ */
+import { once } from 'node:events';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isOnejobError } from '../../src/core/errors.ts';
+import { Executor, type ExecutorOptions, type OutputCheck } from '../../src/executor/executor.ts';
+import { createProvider } from '../../src/providers/create-provider.ts';
+import type { Provider } from '../../src/providers/provider.ts';
+import type { JobStore } from '../../src/store/job-store.ts';
+import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
+import { createTestStore, TEST_DATABASES } from '../support/databases.ts';
+
+const OWNER = 'alice';
+const INPUT = { messages: [{ role: 'user', content: 'summarize this' }] };
+
+/** Resolves when `pred` holds for the job, re-checking on every change. */
+async function waitForJob(store: JobStore, jobId: string, pred: (j: NonNullable<Awaited<ReturnType<JobStore['getJob']>>>) => boolean, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const job = await store.getJob(OWNER, jobId);
+    if (job && pred(job)) return job;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for job ${jobId}; last: ${JSON.stringify({ state: job?.state, attempts: job?.attempts.map((a) => a.state) })}`);
+    await new Promise<void>((resolve) => {
+      const off = store.onJobChanged((_, id) => id === jobId && (off(), resolve()));
+      setTimeout(() => (off(), resolve()), 50);
+    });
+  }
+}
+
+for (const db of TEST_DATABASES) {
+  describe.skipIf(Boolean(db.skip))(`executor on ${db.name}`, () => {
+    let store: JobStore;
+    let cleanup: () => Promise<void>;
+    let primary: FakeProvider;
+    let fallback: FakeProvider;
+    let providers: Map<string, Provider>;
+    const executors: Executor[] = [];
+
+    beforeEach(async () => {
+      ({ store, cleanup } = await createTestStore(db));
+      primary = await startFakeProvider();
+      fallback = await startFakeProvider();
+      providers = new Map([
+        ['primary', createProvider('primary', { type: 'openai', baseUrl: `${primary.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 300 })],
+        ['fallback', createProvider('fallback', { type: 'anthropic', baseUrl: fallback.url, apiKey: 'k', model: 'claude-fake', timeoutMs: 300 })],
+      ]);
+    });
+    afterEach(async () => {
+      await Promise.all(executors.splice(0).map((e) => e.stop(100)));
+      await Promise.all([...providers.values()].map((p) => p.close()));
+      await Promise.all([primary.close(), fallback.close()]);
+      await cleanup();
+    });
+
+    function executor(o: Partial<ExecutorOptions> = {}): Executor {
+      const e = new Executor({ store, providers, routes: { summarize: { hedgeAfterMs: null }, hedged: { hedgeAfterMs: 100 } }, pollMs: 200, lateAnswerGraceMs: 10_000, ...o });
+      executors.push(e);
+      return e;
+    }
+    const create = (key: string, route = 'summarize', input: unknown = INPUT) =>
+      store.createJob({ ownerId: OWNER, idempotencyKey: key, route, input, providers: ['primary', 'fallback'] }).then((r) => r.job);
+
+    it('runs a job once on the primary and stores the normalized completion', async () => {
+      primary.script([{ reply: 'a short summary' }]);
+      await executor().start();
+      const job = await create('happy');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(done.result).toMatchObject({ content: 'a short summary', finish_reason: 'stop', provider: 'primary', model: 'gpt-fake' });
+      expect(done.completedBy).toBe(done.attempts[0]!.id);
+      expect(primary.calls).toHaveLength(1);
+      expect(primary.calls[0]).toMatchObject({ idempotencyKey: `${job.id}:1`, jobId: job.id, attemptId: done.attempts[0]!.id });
+      expect(fallback.calls).toHaveLength(0);
+    });
+
+    it('fails over to the next provider after a definite failure (503), each called once', async () => {
+      primary.script([{ status: 503 }]);
+      fallback.script([{ reply: 'from the fallback' }]);
+      await executor().start();
+      const job = await create('failover');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(done.attempts.map((a) => [a.provider, a.state, a.kind])).toEqual([
+        ['primary', 'failed', 'first'],
+        ['fallback', 'succeeded', 'failover'],
+      ]);
+      expect(done.attempts[0]!.error?.code).toBe('provider_overloaded');
+      expect(done.result).toMatchObject({ content: 'from the fallback', provider: 'fallback' });
+      expect([primary.calls.length, fallback.calls.length]).toEqual([1, 1]);
+      expect(fallback.calls[0]!.idempotencyKey).toBe(`${job.id}:2`);
+    });
+
+    it('a hang becomes unknown at the deadline, blocks new attempts, and a resolve unblocks it', async () => {
+      primary.script([{ hang: true }]);
+      fallback.script([{ reply: 'after resolve' }]);
+      const e = executor();
+      await e.start();
+      const job = await create('hang');
+      const [unknownAttempt] = await once(e.events, 'attempt:unknown');
+      const blocked = await waitForJob(store, job.id, (j) => j.state === 'unknown');
+      expect(blocked.attempts[0]).toMatchObject({ state: 'unknown' });
+      expect(blocked.attempts[0]!.error?.code).toBe('deadline_exceeded');
+      const refused = await store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null }).catch((err: unknown) => err);
+      expect(isOnejobError(refused, 'attempt_in_doubt')).toBe(true);
+      expect(fallback.calls).toHaveLength(0);
+      await store.settleAttempt({ ownerId: OWNER, attemptId: unknownAttempt.id, outcome: { state: 'failed', error: { code: 'resolved', message: 'operator: never ran' } }, actor: 'test' });
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(done.result).toMatchObject({ content: 'after resolve' });
+      expect([primary.calls.length, fallback.calls.length]).toEqual([1, 1]);
+    });
+
+    it('a late answer within the grace period still wins through the compare-and-swap', async () => {
+      primary.script([{ gate: 'late', reply: 'late but first' }]);
+      const e = executor();
+      await e.start();
+      const job = await create('late');
+      await once(e.events, 'attempt:unknown');
+      await waitForJob(store, job.id, (j) => j.state === 'unknown');
+      primary.release('late');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(done.result).toMatchObject({ content: 'late but first' });
+      expect(done.attempts.map((a) => a.state)).toEqual(['succeeded']);
+    });
+
+    it('an ambiguous failure (500) is unknown, never failed, and never fails over by itself', async () => {
+      primary.script([{ status: 500 }]);
+      const e = executor();
+      await e.start();
+      const job = await create('ambiguous');
+      const blocked = await waitForJob(store, job.id, (j) => j.state === 'unknown');
+      expect(blocked.attempts.map((a) => a.state)).toEqual(['unknown']);
+      expect(blocked.attempts[0]!.error?.code).toBe('provider_server_error');
+      expect(fallback.calls).toHaveLength(0);
+    });
+
+    it('a hedge that answers first wins; the primary answering later is superseded and the result never changes', async () => {
+      providers.set('primary', createProvider('primary', { type: 'openai', baseUrl: `${primary.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 5_000 }));
+      primary.script([{ gate: 'primary', reply: 'primary answer' }]);
+      fallback.script([{ reply: 'hedge answer' }]);
+      const e = executor();
+      await e.start();
+      const job = await create('hedge', 'hedged');
+      await once(e.events, 'hedge:started');
+      const won = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(won.result).toMatchObject({ content: 'hedge answer', provider: 'fallback' });
+      primary.release('primary');
+      const after = await waitForJob(store, job.id, (j) => j.attempts[0]!.state === 'superseded');
+      expect(after.result).toEqual(won.result);
+      expect(after.completedBy).toBe(won.completedBy);
+      expect(after.version).toBe(won.version);
+      const races = (await store.listEvents(OWNER, job.id)).filter((ev) => ev.type === 'race.lost');
+      expect(races).toHaveLength(1);
+      expect(races[0]!.data).toMatchObject({ loser: after.attempts[0]!.id, winner: after.attempts[1]!.id });
+      expect([primary.calls.length, fallback.calls.length]).toEqual([1, 1]);
+    });
+
+    it('an output that breaks the route contract is a failed attempt (contract_violation) and the job fails over', async () => {
+      const checkOutput: OutputCheck = (_route, _input, c) => {
+        try {
+          return { ok: true, content: JSON.parse(c.content) };
+        } catch {
+          return { ok: false, findings: [{ code: 'not_json', message: 'output is not JSON' }] };
+        }
+      };
+      primary.script([{ reply: 'Sure! Here is your JSON: {"summary": "x"}' }]);
+      fallback.script([{ reply: { summary: 'x' } }]);
+      await executor({ checkOutput }).start();
+      const job = await create('contract');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(done.attempts[0]).toMatchObject({ state: 'failed', error: { code: 'contract_violation' } });
+      expect(done.result).toMatchObject({ content: { summary: 'x' }, provider: 'fallback' });
+    });
+
+    it('an executor that lost its lease (paused past it) cannot write; the attempt stays unknown', async () => {
+      primary.script([{ gate: 'wake', reply: 'zombie answer' }]);
+      providers.set('primary', createProvider('primary', { type: 'openai', baseUrl: `${primary.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 60_000 }));
+      // No heartbeat: the lease lapses as if the process were stopped.
+      const paused = executor({ leaseMs: 300, heartbeatMs: 3_600_000, rescueEveryMs: 3_600_000 });
+      await paused.start();
+      const job = await create('paused');
+      await once(paused.events, 'attempt:dispatched');
+      await new Promise((r) => setTimeout(r, 350));
+      expect(await store.rescueExpiredLeases()).toBe(1);
+      const blocked = await waitForJob(store, job.id, (j) => j.state === 'unknown');
+      expect(blocked.attempts[0]!.error?.code).toBe('lease_expired');
+      const lost = once(paused.events, 'attempt:lease_lost');
+      primary.release('wake');
+      await lost;
+      const after = await store.getJob(OWNER, job.id);
+      expect(after).toMatchObject({ state: 'unknown', result: null, completedBy: null });
+      expect(after!.attempts.map((a) => a.state)).toEqual(['unknown']);
+    });
+
+    it('cancelling a job aborts its request in this process and records the attempt cancelled', async () => {
+      primary.script([{ hang: true }]);
+      providers.set('primary', createProvider('primary', { type: 'openai', baseUrl: `${primary.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 60_000 }));
+      const e = executor();
+      await e.start();
+      const job = await create('cancel');
+      await once(e.events, 'attempt:dispatched');
+      await store.cancelJob(OWNER, job.id);
+      const done = await waitForJob(store, job.id, (j) => j.attempts[0]!.state === 'cancelled');
+      expect(done).toMatchObject({ state: 'cancelled', result: null });
+      expect(fallback.calls).toHaveLength(0);
+    });
+
+    it('two executors, 100 jobs: every job runs exactly once (provider calls = attempts)', async () => {
+      primary.setDefault({ delayMs: 5, reply: 'ok' });
+      await executor({ concurrency: 16 }).start();
+      await executor({ concurrency: 16 }).start();
+      const jobs = await Promise.all(Array.from({ length: 100 }, (_, i) => create(`bulk-${i}`)));
+      for (const j of jobs) await waitForJob(store, j.id, (x) => x.state === 'succeeded', 30_000);
+      const keys = primary.calls.map((c) => c.idempotencyKey);
+      expect(keys).toHaveLength(100);
+      expect(new Set(keys).size).toBe(100);
+      const page = await store.listJobs({ ownerId: OWNER, limit: 200 });
+      expect(page.jobs.every((j) => j.attempts.length === 1 && j.attempts[0]!.leaseOwner === null)).toBe(true);
+    });
+  });
+}
