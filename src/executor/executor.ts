@@ -74,8 +74,8 @@ export interface ExecutorOptions {
   readonly concurrency?: number;
   /** How long to keep listening for a late answer after the deadline. Default 60 000 ms. */
   readonly lateAnswerGraceMs?: number;
-  /** The certification gate (failover and hedges); re-read on every use. Default: every provider eligible. */
-  readonly eligible?: () => EligibilityCheck;
+  /** The certification gate of a route (failover and hedges); asked on every use. Default: every provider eligible. */
+  readonly eligible?: (route: string) => EligibilityCheck;
   /** The contract check of every output. Default {@link acceptText}. */
   readonly checkOutput?: OutputCheck;
   readonly logger?: Logger;
@@ -208,7 +208,7 @@ export class Executor {
       let claimed: ClaimedAttempt[] = [];
       if (room > 0) {
         try {
-          claimed = await this.#o.store.claimWork({ leaseOwner: this.id, leaseMs: this.#o.leaseMs, limit: Math.min(room, 32), eligible: this.#o.eligible() });
+          claimed = await this.#o.store.claimWork({ leaseOwner: this.id, leaseMs: this.#o.leaseMs, limit: Math.min(room, 32), eligible: this.#o.eligible });
         } catch (e) {
           this.events.emit('error', e);
         }
@@ -328,7 +328,7 @@ export class Executor {
       const r = await this.#o.store.settleAttempt({
         ownerId: attempt.ownerId, attemptId: attempt.id, outcome,
         fence: { leaseOwner: this.id, leaseToken: attempt.leaseToken! },
-        eligible: this.#o.eligible(),
+        eligible: this.#o.eligible(f.job.route),
       });
       if (outcome.state === 'succeeded' && !r.won) {
         log?.warn({ winner: r.job.completedBy, job_state: r.job.state }, 'race lost: attempt superseded, its result discarded');
@@ -370,7 +370,7 @@ export class Executor {
     try {
       const hedge = await this.#o.store.startAttempt({
         ownerId: f.job.ownerId, jobId: f.job.id, kind: 'hedge', hedgeAfterMs,
-        eligible: this.#o.eligible(), lease: { leaseOwner: this.id, leaseMs: this.#o.leaseMs },
+        eligible: this.#o.eligible(f.job.route), lease: { leaseOwner: this.id, leaseMs: this.#o.leaseMs },
       });
       log?.info({ hedge: hedge.id, hedge_provider: hedge.provider }, 'hedge started');
       this.events.emit('hedge:started', hedge);

@@ -22,7 +22,7 @@ import {
 } from '../core/job-rules.ts';
 import { isAttemptActive, isJobTerminal, type AttemptState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, SkippedProvider } from '../core/types.ts';
-import type { Driver, DriverQueries, EventInsertRow, MigrationResult } from './driver.ts';
+import type { CertificationRow, Driver, DriverQueries, EventInsertRow, MigrationResult } from './driver.ts';
 import type {
   ClaimedAttempt,
   ClaimWorkParams,
@@ -307,13 +307,13 @@ export class JobStore implements Store {
       await q.eventInsert([event(attempt, attempt.id, 'attempt.claimed', now, { executor: p.leaseOwner })]);
     }
     if (claimed.length >= p.limit) return claimed;
-    const eligible = p.eligible ?? everyProviderEligible;
+    const gateOf = p.eligible ?? (() => everyProviderEligible);
     const changed: Job[] = [];
     const firsts = await this.#driver.transaction(async (tx) => {
       const out: ClaimedAttempt[] = [];
       for (const job of await tx.jobListQueuedForUpdate(p.limit - claimed.length)) {
         const existing = await tx.attemptListByJob(job.ownerId, job.id);
-        const plan = planNextProvider(job.providers, existing, eligible, 'first');
+        const plan = planNextProvider(job.providers, existing, gateOf(job.route), 'first');
         changed.push(job);
         if (plan.provider === null) {
           const error: RecordedError = { code: 'providers_exhausted', message: 'no provider of the chain is eligible', details: { skipped: plan.skipped } };
@@ -432,6 +432,14 @@ export class JobStore implements Store {
   close(): Promise<void> {
     this.#changes.removeAllListeners();
     return this.#driver.close();
+  }
+
+  recordCertification(row: CertificationRow): Promise<void> {
+    return this.#driver.queries.certificationUpsert(row);
+  }
+
+  listCertifications(): Promise<readonly CertificationRow[]> {
+    return this.#driver.queries.certificationList();
   }
 
   // ---- internals ----------------------------------------------------------

@@ -9,7 +9,7 @@
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError } from '../core/types.ts';
-import type { DriverCapabilities, MigrationResult } from './driver.ts';
+import type { CertificationRow, DriverCapabilities, MigrationResult } from './driver.ts';
 
 /** Parameters of {@link Store.createJob}. */
 export interface CreateJobParams {
@@ -117,8 +117,8 @@ export interface ClaimWorkParams {
   readonly leaseOwner: string;
   readonly leaseMs: number;
   readonly limit: number;
-  /** The gate for first attempts (default: every provider eligible). */
-  readonly eligible?: EligibilityCheck | undefined;
+  /** The gate of a route, for first attempts (default: every provider eligible). */
+  readonly eligible?: ((route: string) => EligibilityCheck) | undefined;
 }
 
 /** The store's public surface. */
@@ -205,4 +205,9 @@ export interface Store {
    */
   onJobChanged(listener: (ownerId: string, jobId: string) => void): () => void;
   close(): Promise<void>;
+
+  /** Records a verify verdict for (provider, model, contract fingerprint); the latest one replaces earlier ones. */
+  recordCertification(row: CertificationRow): Promise<void>;
+  /** Every recorded certification (the certification gate reads them). */
+  listCertifications(): Promise<readonly CertificationRow[]>;
 }
