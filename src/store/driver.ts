@@ -226,6 +226,11 @@ export interface DriverQueries {
   eventList(ownerId: string, jobId: string): Promise<JobEvent[]>;
   /** Events of every job, with id greater than `afterId`, oldest first (for checkers and tailing). */
   eventListAll(afterId: number, limit: number): Promise<JobEvent[]>;
+
+  /** `INSERT INTO certifications … ON CONFLICT (provider, model, contract_fingerprint) DO UPDATE`: the latest verdict wins. */
+  certificationUpsert(row: CertificationRow): Promise<void>;
+  /** Every certification, ordered by provider, model, verified_at. */
+  certificationList(): Promise<CertificationRow[]>;
 }
 
 /** One database engine behind the store. */
@@ -259,3 +264,20 @@ export interface Driver {
 
 /** Re-exported for drivers. */
 export type { Attempt, Job, JobEvent, JobEventType, RecordedError, SkippedProvider };
+
+/**
+ * A provider certification (CONTRACT §5): the latest `onejob verify` verdict
+ * for (provider, model, contract fingerprint), the table's key.
+ */
+export interface CertificationRow {
+  readonly provider: string;
+  readonly model: string;
+  /** `sha256:<hex>` of the compiled contract. */
+  readonly contractFingerprint: string;
+  /** The route it was verified for, or null. */
+  readonly route: string | null;
+  readonly passed: boolean;
+  /** The verify report (JSON). */
+  readonly report: unknown;
+  readonly verifiedAt: Date;
+}

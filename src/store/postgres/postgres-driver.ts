@@ -19,6 +19,7 @@ import { OnejobError } from '../../core/errors.ts';
 import type { Driver, DriverCapabilities, DriverQueries, MigrationResult } from '../driver.ts';
 import { loadMigrations, MIGRATIONS_DIR } from '../migration-files.ts';
 import * as attempts from './attempt-queries.ts';
+import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
 import type { Queryable } from './queryable.ts';
@@ -136,6 +137,8 @@ function queriesOn(db: Queryable): DriverQueries {
     eventInsert: (rows) => events.eventInsert(db, rows),
     eventList: (ownerId, jobId) => events.eventList(db, ownerId, jobId),
     eventListAll: (afterId, limit) => events.eventListAll(db, afterId, limit),
+    certificationUpsert: (row) => certifications.certificationUpsert(db, row),
+    certificationList: () => certifications.certificationList(db),
   };
 }
 

@@ -18,6 +18,7 @@ import type {
 } from '../driver.ts';
 import { loadMigrations } from '../migration-files.ts';
 import * as A from './attempt-queries.ts';
+import * as C from './certification-queries.ts';
 import * as E from './event-queries.ts';
 import * as J from './job-queries.ts';
 
@@ -216,6 +217,8 @@ class SqliteDriver implements Driver {
       },
       eventList: async (ownerId, jobId) => all(E.EVENT_LIST, ownerId, jobId).map(toEvent),
       eventListAll: async (afterId, limit) => all(E.EVENT_LIST_ALL, afterId, limit).map(toEvent),
+      certificationUpsert: async (row) => C.certificationUpsert(run, row),
+      certificationList: async () => C.certificationList(all),
     };
   }
 }

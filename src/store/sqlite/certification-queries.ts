@@ -1,0 +1,37 @@
+/**
+ * Named SQL for the `certifications` table (SQLite), with the row mapping,
+ * over the driver's statement cache (`run`/`all`).
+ */
+import type { CertificationRow } from '../driver.ts';
+
+export const CERTIFICATION_UPSERT = `
+INSERT INTO certifications (provider, model, contract_fingerprint, route, passed, report, verified_at)
+VALUES (@provider, @model, @contractFingerprint, @route, @passed, @report, @verifiedAt)
+ON CONFLICT (provider, model, contract_fingerprint) DO UPDATE SET
+  route = excluded.route, passed = excluded.passed, report = excluded.report, verified_at = excluded.verified_at`;
+
+export const CERTIFICATION_LIST = `SELECT * FROM certifications ORDER BY provider, model, verified_at`;
+
+type Run = (sql: string, ...args: unknown[]) => number;
+type All = (sql: string, ...args: unknown[]) => Record<string, unknown>[];
+
+/** See `DriverQueries.certificationUpsert`. */
+export function certificationUpsert(run: Run, r: CertificationRow): void {
+  run(CERTIFICATION_UPSERT, {
+    provider: r.provider, model: r.model, contractFingerprint: r.contractFingerprint, route: r.route,
+    passed: r.passed ? 1 : 0, report: JSON.stringify(r.report ?? null), verifiedAt: r.verifiedAt.getTime(),
+  });
+}
+
+/** See `DriverQueries.certificationList`. */
+export function certificationList(all: All): CertificationRow[] {
+  return all(CERTIFICATION_LIST).map((row) => ({
+    provider: String(row.provider),
+    model: String(row.model),
+    contractFingerprint: String(row.contract_fingerprint),
+    route: row.route === null ? null : String(row.route),
+    passed: Number(row.passed) === 1,
+    report: JSON.parse(String(row.report)) as unknown,
+    verifiedAt: new Date(Number(row.verified_at)),
+  }));
+}
