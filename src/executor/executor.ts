@@ -48,10 +48,10 @@ export type OutputCheck = (
   route: string,
   input: unknown,
   completion: NormalizedCompletion,
-) => { readonly ok: true; readonly content: unknown } | { readonly ok: false; readonly findings: readonly unknown[] };
+) => { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly findings: readonly unknown[] };
 
 /** Without a contract the content is the provider's text. */
-export const acceptText: OutputCheck = (_route, _input, completion) => ({ ok: true, content: completion.content });
+export const acceptText: OutputCheck = (_route, _input, completion) => ({ ok: true, value: completion.content });
 
 /** Options of {@link Executor}. */
 export interface ExecutorOptions {
@@ -306,7 +306,7 @@ export class Executor {
     } else if (outcome.kind === 'success') {
       const checked = this.#o.checkOutput(job.route, job.input, outcome.completion);
       if (checked.ok) {
-        const result = { ...outcome.completion, content: checked.content };
+        const result = { ...outcome.completion, content: checked.value };
         await this.#settle(f, { state: 'succeeded', result }, log);
       } else {
         const error: RecordedError = { code: 'contract_violation', message: `the output of ${attempt.provider} broke the route contract`, details: { findings: checked.findings } };

@@ -157,7 +157,7 @@ for (const db of TEST_DATABASES) {
     it('an output that breaks the route contract is a failed attempt (contract_violation) and the job fails over', async () => {
       const checkOutput: OutputCheck = (_route, _input, c) => {
         try {
-          return { ok: true, content: JSON.parse(c.content) };
+          return { ok: true, value: JSON.parse(c.content) };
         } catch {
           return { ok: false, findings: [{ code: 'not_json', message: 'output is not JSON' }] };
         }
