@@ -1,0 +1,207 @@
+/**
+ * The fake provider server: scripting (queue, default, rules, header, gates),
+ * the call log, both wire protocols, and the HTTP control plane.
+ */
+import { request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseFakeScript } from '../../src/testing/fake-behaviour.ts';
+import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
+
+let fake: FakeProvider;
+
+beforeAll(async () => {
+  fake = await startFakeProvider();
+});
+afterAll(() => fake.close());
+afterEach(() => fake.reset());
+
+async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await request(`${fake.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, headers: res.headers, json: text === '' ? null : (JSON.parse(text) as Record<string, any>) };
+}
+
+const openaiBody = (content: string) => ({ model: 'm', messages: [{ role: 'user', content }] });
+const anthropicBody = (content: string) => ({ model: 'claude', max_tokens: 10, messages: [{ role: 'user', content }] });
+
+describe('wire protocols', () => {
+  it('answers OpenAI Chat Completions in the real shape, echoing by default', async () => {
+    const res = await post('/v1/chat/completions', openaiBody('ping'));
+    expect(res.status).toBe(200);
+    expect(res.headers['x-request-id']).toBe('req_fake_1');
+    expect(res.json).toMatchObject({
+      id: 'chatcmpl-fake-1',
+      object: 'chat.completion',
+      model: 'm',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'ping' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    });
+    expect(typeof res.json?.created).toBe('number');
+  });
+
+  it('answers /chat/completions without /v1 too', async () => {
+    expect((await post('/chat/completions', openaiBody('x'))).status).toBe(200);
+  });
+
+  it('answers Anthropic Messages in the real shape', async () => {
+    const res = await post('/v1/messages', anthropicBody('hola'));
+    expect(res.status).toBe(200);
+    expect(res.headers['request-id']).toBe('req_fake_1');
+    expect(res.json).toMatchObject({
+      id: 'msg_fake_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude',
+      content: [{ type: 'text', text: 'hola' }],
+      stop_reason: 'end_turn',
+      usage: { input_tokens: 1, output_tokens: 1 },
+    });
+  });
+
+  it('renders errors in each protocol’s own shape', async () => {
+    fake.script([{ status: 429 }, { status: 529 }]);
+    const openai = await post('/v1/chat/completions', openaiBody('x'));
+    const anthropic = await post('/v1/messages', anthropicBody('x'));
+    expect(openai).toMatchObject({ status: 429, json: { error: { type: 'requests', code: 'rate_limit_exceeded' } } });
+    expect(anthropic).toMatchObject({ status: 529, json: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } });
+    expect(anthropic.headers['retry-after']).toBe('1');
+  });
+
+  it('rejects what the real APIs reject, without using the script', async () => {
+    fake.script([{ reply: 'kept' }]);
+    const noMaxTokens = await post('/v1/messages', { model: 'c', messages: [{ role: 'user', content: 'x' }] });
+    const systemInMessages = await post('/v1/messages', { model: 'c', max_tokens: 5, messages: [{ role: 'system', content: 'x' }] });
+    const noModel = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }] });
+    expect([noMaxTokens.status, systemInMessages.status, noModel.status]).toEqual([400, 400, 400]);
+    expect(systemInMessages.json).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    expect(fake.calls.map((c) => c.result)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect((await post('/v1/chat/completions', openaiBody('x'))).json?.choices[0].message.content).toBe('kept');
+  });
+});
+
+describe('scripting', () => {
+  it('uses queued behaviours once each, in order, then the default', async () => {
+    fake.setDefault({ reply: 'default' });
+    fake.script([{ reply: 'first' }, { status: 503 }, { reply: { n: 3 } }]);
+    const results = [];
+    for (let i = 0; i < 4; i++) results.push(await post('/v1/chat/completions', openaiBody('x')));
+    expect(results.map((r) => r.status)).toEqual([200, 503, 200, 200]);
+    expect(results.map((r) => r.json?.choices?.[0]?.message?.content)).toEqual(['first', undefined, '{"n":3}', 'default']);
+    expect(fake.calls.map((c) => c.source)).toEqual(['queue', 'queue', 'queue', 'default']);
+  });
+
+  it('rules match content, header or protocol before the queue, `times` times', async () => {
+    fake.script([{ reply: 'queued' }]);
+    fake.when({ contains: 'slow please' }, { reply: 'matched' }, 1);
+    fake.when({ header: { name: 'X-Tenant', value: 'b' } }, { status: 401 });
+    fake.when({ protocol: 'anthropic' }, { reply: 'from anthropic rule' });
+    expect((await post('/v1/chat/completions', openaiBody('be slow please'))).json?.choices[0].message.content).toBe('matched');
+    expect((await post('/v1/chat/completions', openaiBody('be slow please'))).json?.choices[0].message.content).toBe('queued');
+    expect((await post('/v1/chat/completions', openaiBody('x'), { 'x-tenant': 'b' })).status).toBe(401);
+    expect((await post('/v1/messages', anthropicBody('x'))).json?.content[0].text).toBe('from anthropic rule');
+    expect(fake.calls.map((c) => c.source)).toEqual(['rule', 'queue', 'rule', 'rule']);
+  });
+
+  it('the Onejob-Fake-Behaviour header overrides everything for its call', async () => {
+    fake.script([{ reply: 'queued' }]);
+    const res = await post('/v1/chat/completions', openaiBody('x'), { 'onejob-fake-behaviour': JSON.stringify({ status: 503 }) });
+    expect(res.status).toBe(503);
+    expect(fake.calls[0]).toMatchObject({ source: 'header', behaviour: { status: 503 }, result: 'error', status: 503 });
+    const bad = await post('/v1/chat/completions', openaiBody('x'), { 'onejob-fake-behaviour': '{"sttus":1}' });
+    expect(bad.status).toBe(400);
+    expect(bad.json?.error.message).toContain('unknown field');
+  });
+
+  it('holds a gated call until released, deterministically', async () => {
+    fake.script([{ gate: 'late', reply: 'finally' }]);
+    const pending = post('/v1/chat/completions', openaiBody('x'));
+    const [call] = await fake.waitForCalls(1);
+    expect(call?.result).toBe('pending');
+    fake.release('late');
+    expect((await pending).json?.choices[0].message.content).toBe('finally');
+    expect((await fake.waitForResult(1)).result).toBe('replied');
+  });
+
+  it('waits delayMs before answering', async () => {
+    fake.script([{ delayMs: 150, reply: 'slow' }]);
+    const started = Date.now();
+    await post('/v1/chat/completions', openaiBody('x'));
+    expect(Date.now() - started).toBeGreaterThanOrEqual(140);
+  });
+
+  it('records every call with headers, keys, body and what was done', async () => {
+    fake.script([{ status: 500 }]);
+    await post('/v1/chat/completions', openaiBody('hello'), { 'idempotency-key': 'job_1:1', 'onejob-job-id': 'job_1', 'onejob-attempt-id': 'att_1' });
+    const [call] = fake.calls;
+    expect(call).toMatchObject({
+      seq: 1,
+      protocol: 'openai',
+      method: 'POST',
+      path: '/v1/chat/completions',
+      idempotencyKey: 'job_1:1',
+      jobId: 'job_1',
+      attemptId: 'att_1',
+      body: openaiBody('hello'),
+      source: 'queue',
+      behaviour: { status: 500 },
+      result: 'error',
+      status: 500,
+    });
+    expect(Date.parse(call?.receivedAt ?? '')).not.toBeNaN();
+    expect(Date.parse(call?.finishedAt ?? '')).not.toBeNaN();
+  });
+
+  it('validates scripts with the offending path', () => {
+    expect(() => fake.script([{ delayMs: -1 }])).toThrow('script[0].delayMs');
+    expect(() => fake.script({ queue: [{ reset: 'sometimes' as never }] })).toThrow('script.queue[0].reset');
+    expect(() => parseFakeScript({ rules: [{ match: { contains: 1 }, behaviour: {} }] })).toThrow('script.rules[0].match.contains');
+  });
+});
+
+describe('HTTP control plane (for other processes)', () => {
+  it('POST /script, GET /calls, POST /release, POST /reset', async () => {
+    const scripted = await post('/script', { queue: [{ status: 503 }], rules: [{ match: { contains: 'gate me' }, behaviour: { gate: 'g', reply: 'released' } }] });
+    expect(scripted).toMatchObject({ status: 200, json: { queued: 1, rules: 1 } });
+
+    expect((await post('/v1/chat/completions', openaiBody('x'))).status).toBe(503);
+    const gated = post('/v1/chat/completions', openaiBody('gate me'));
+    await fake.waitForCalls(2);
+    expect((await post('/release', { gate: 'g' })).status).toBe(200);
+    expect((await gated).json?.choices[0].message.content).toBe('released');
+
+    const calls = await request(`${fake.url}/calls`);
+    const list = (await calls.body.json()) as { data: { seq: number; result: string; source: string }[] };
+    expect(list.data.map((c) => [c.seq, c.source, c.result])).toEqual([
+      [1, 'queue', 'error'],
+      [2, 'rule', 'replied'],
+    ]);
+
+    expect((await post('/reset', {})).status).toBe(200);
+    expect(fake.calls).toEqual([]);
+  });
+
+  it('refuses a bad script with 400 and a path', async () => {
+    const res = await post('/script', [{ hang: 'yes' }]);
+    expect(res.status).toBe(400);
+    expect(res.json?.error.message).toContain('script[0].hang');
+  });
+});
+
+describe('hang and close', () => {
+  it('a hanging call ends as server-closed when the fake closes', async () => {
+    const other = await startFakeProvider({ script: [{ hang: true }] });
+    const pending = request(`${other.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(openaiBody('x')) }).then(
+      () => 'answered',
+      () => 'connection error',
+    );
+    await other.waitForCalls(1);
+    expect(other.calls[0]?.result).toBe('hanging');
+    await other.close();
+    expect(await pending).toBe('connection error');
+    expect(other.calls[0]?.result).toBe('server-closed');
+  });
+});
