@@ -6,7 +6,8 @@
  * an `outputSchema`; prose or a markdown fence around the JSON is a finding,
  * never silently stripped), match the schema, reject extra top-level keys
  * (when the schema says `additionalProperties: false`, or the contract says
- * `extraTopLevelKeys: "forbid"`), run the business checks. Pure and
+ * `extraTopLevelKeys: "forbid"`), then, on a well-formed output only, run
+ * the business checks. Pure and
  * synchronous: no I/O.
  */
 import type { ErrorObject } from 'ajv';
@@ -40,7 +41,9 @@ export function checkOutput(contract: CompiledContract, input: unknown, completi
     }
     value = parsed.value;
   }
-  const findings = [...checkShape(contract, value), ...runBusinessChecks(contract, input, value, text)];
+  // Business checks read the output as the schema describes it: they run only on a well-formed one.
+  const shape = checkShape(contract, value);
+  const findings = shape.length > 0 ? shape : runBusinessChecks(contract, input, value, text);
   return findings.length === 0 ? { ok: true, value } : { ok: false, findings };
 }
 
