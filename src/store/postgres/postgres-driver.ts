@@ -22,6 +22,7 @@ import * as attempts from './attempt-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
+import { JobInsertBatcher } from './job-insert-batcher.ts';
 import type { Queryable } from './queryable.ts';
 
 /** Options of {@link createPostgresDriver}. */
@@ -34,6 +35,13 @@ export interface PostgresDriverOptions {
   readonly connectTimeoutMs?: number | undefined;
   /** `application_name` shown in `pg_stat_activity`. Default `onejob`. */
   readonly applicationName?: string | undefined;
+  /**
+   * Group commit of autocommit `jobInsert`s (see `job-insert-batcher.ts`): at
+   * most this many insert statements on the wire at once; calls arriving
+   * meanwhile leave together as one multi-row statement. 0 turns batching
+   * off (one statement per call). Default: half the pool, at least 1.
+   */
+  readonly jobInsertPipelines?: number | undefined;
   /** How many times a transaction runs at most when it hits a deadlock or serialization failure. Default 3. */
   readonly maxTransactionAttempts?: number | undefined;
   /** The folder holding `postgres/NNNN_name.sql`. Default: the package's `migrations/`. */
@@ -172,7 +180,14 @@ export class PostgresDriver implements Driver {
     // An idle client's error would otherwise crash the process; the pool drops that client.
     this.#pool.on('error', (e) => onBackgroundError(e));
     this.#listener = new WorkListener(clientConfig, (e) => this.#unavailable(e), onBackgroundError);
-    this.queries = queriesOn(this.#mapped(this.#pool));
+    const autocommit = this.#mapped(this.#pool);
+    const pipelines = options.jobInsertPipelines ?? Math.max(1, Math.floor((options.max ?? 10) / 2));
+    if (pipelines > 0) {
+      const batcher = new JobInsertBatcher(autocommit, { maxInFlight: pipelines, isConnectionError: (e) => isConnectionError(e) || e instanceof OnejobError });
+      this.queries = { ...queriesOn(autocommit), jobInsert: (row) => batcher.insert(row) };
+    } else {
+      this.queries = queriesOn(autocommit);
+    }
   }
 
   /** A `database_unavailable` error for a connection failure `cause`. */

@@ -1,0 +1,151 @@
+/**
+ * Group commit for keyed job creation (PostgreSQL).
+ *
+ * `jobInsert` outside a transaction is the hot path of `POST /v1/jobs`: one
+ * autocommit `INSERT … ON CONFLICT DO NOTHING` per request, each paying a
+ * round trip and a WAL flush. The batcher keeps at most `maxInFlight`
+ * statements on the wire; calls that arrive while they run wait in a queue
+ * and leave together as ONE multi-row statement (`INSERT … SELECT FROM
+ * unnest(…) ON CONFLICT DO NOTHING RETURNING …`), committed once. Under low
+ * load nothing waits (a batch of one is the single-row statement, sent at
+ * once); under high load a commit carries many rows.
+ *
+ * Semantics are those of the single-row statement, per row:
+ * - each call gets its own job (inserted) or `null` (the key exists);
+ * - rows with the same (owner, key) in one batch: the earliest call inserts,
+ *   the later ones get `null` (exactly as if they had run one after another);
+ * - rows are sent sorted by (owner, key), so two batches always take index
+ *   locks in the same order and cannot deadlock on each other;
+ * - if a multi-row statement fails for any reason other than a lost
+ *   connection, every row of it is retried alone, so an error (a CHECK
+ *   violation, say) reaches only the call whose row caused it.
+ * Durability is unchanged: a call resolves only after the statement that
+ * carries its row has committed.
+ */
+import type { Job } from '../../core/types.ts';
+import type { JobInsertRow } from '../driver.ts';
+import { jobInsert } from './job-queries.ts';
+import { JOB_COLUMNS, jobFromRow, jsonParam, jsonValueParam, type JobRow } from './row-mappers.ts';
+import type { Queryable } from './queryable.ts';
+
+/** The multi-row form of `JOB_SQL.insert`: one array parameter per column, one row per element. */
+export const JOB_INSERT_MANY_SQL = {
+  name: 'onejob_job_insert_many',
+  text: `INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
+                      state, version, attempt_count, skipped, created_at, updated_at)
+SELECT r.owner_id, r.id, r.idempotency_key, r.fingerprint, r.route, r.input::json, r.metadata::json, r.providers::json,
+       'queued', 0, 0, '[]', r.created_at, r.created_at
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
+     WITH ORDINALITY AS r(owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, created_at, ord)
+ORDER BY r.ord
+ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+RETURNING ${JOB_COLUMNS}`,
+} as const;
+
+/** Options of {@link JobInsertBatcher}. */
+export interface JobInsertBatcherOptions {
+  /** Most statements on the wire at once (each holds a pooled connection). Default 4. */
+  readonly maxInFlight?: number | undefined;
+  /** Most rows in one statement. Default 500. */
+  readonly maxBatch?: number | undefined;
+  /** Whether an error means the connection is gone (then the batch is not retried row by row). */
+  readonly isConnectionError?: ((e: unknown) => boolean) | undefined;
+}
+
+interface Pending {
+  readonly row: JobInsertRow;
+  readonly resolve: (job: Job | null) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+/** See the module comment. One per driver, over the driver's pool. */
+export class JobInsertBatcher {
+  readonly #db: Queryable;
+  readonly #maxInFlight: number;
+  readonly #maxBatch: number;
+  readonly #isConnectionError: (e: unknown) => boolean;
+  #queue: Pending[] = [];
+  #inFlight = 0;
+
+  constructor(db: Queryable, options: JobInsertBatcherOptions = {}) {
+    this.#db = db;
+    this.#maxInFlight = Math.max(1, options.maxInFlight ?? 4);
+    this.#maxBatch = Math.max(1, options.maxBatch ?? 500);
+    this.#isConnectionError = options.isConnectionError ?? (() => false);
+  }
+
+  /** Same contract as `DriverQueries.jobInsert`. */
+  insert(row: JobInsertRow): Promise<Job | null> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ row, resolve, reject });
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      const batch = this.#queue.length <= this.#maxBatch ? this.#queue : this.#queue.slice(0, this.#maxBatch);
+      this.#queue = batch === this.#queue ? [] : this.#queue.slice(batch.length);
+      this.#inFlight++;
+      void this.#run(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  async #run(batch: readonly Pending[]): Promise<void> {
+    if (batch.length === 1) {
+      const only = batch[0]!;
+      await jobInsert(this.#db, only.row).then(only.resolve, only.reject);
+      return;
+    }
+    // First call per (owner, key) goes to the database; later ones lose to it, as they would one by one.
+    const firsts = new Map<string, Pending>();
+    const losers: Pending[] = [];
+    for (const p of batch) {
+      const k = keyOf(p.row);
+      if (firsts.has(k)) losers.push(p);
+      else firsts.set(k, p);
+    }
+    const sorted = [...firsts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([, p]) => p);
+    let inserted: Map<string, Job>;
+    try {
+      inserted = await this.#insertMany(sorted.map((p) => p.row));
+    } catch (e) {
+      if (this.#isConnectionError(e)) {
+        for (const p of batch) p.reject(e);
+        return;
+      }
+      // Row by row, so only the offending call sees its error.
+      await Promise.all(batch.map((p) => jobInsert(this.#db, p.row).then(p.resolve, p.reject)));
+      return;
+    }
+    for (const p of sorted) p.resolve(inserted.get(p.row.id) ?? null);
+    for (const p of losers) p.resolve(null);
+  }
+
+  async #insertMany(rows: readonly JobInsertRow[]): Promise<Map<string, Job>> {
+    const res = await this.#db.query<JobRow>({
+      ...JOB_INSERT_MANY_SQL,
+      values: [
+        rows.map((r) => r.ownerId),
+        rows.map((r) => r.id),
+        rows.map((r) => r.idempotencyKey),
+        rows.map((r) => r.fingerprint),
+        rows.map((r) => r.route),
+        rows.map((r) => jsonValueParam(r.input)),
+        rows.map((r) => jsonParam(r.metadata)),
+        rows.map((r) => JSON.stringify(r.providers)),
+        rows.map((r) => r.createdAt),
+      ],
+    });
+    const out = new Map<string, Job>();
+    for (const r of res.rows) out.set(r.id, jobFromRow(r));
+    return out;
+  }
+}
+
+function keyOf(row: JobInsertRow): string {
+  return `${row.ownerId.length}:${row.ownerId}\u0000${row.idempotencyKey}`;
+}
