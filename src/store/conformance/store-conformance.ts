@@ -97,6 +97,16 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(stored?.updatedAt).toEqual(a.job.updatedAt);
       });
 
+      it('accepts any JSON as input, null and scalars included, and replays them', async () => {
+        for (const [i, input] of [null, 0, '', false, [], {}].entries()) {
+          const a = await create(`any-${i}`, input);
+          expect(a.job.input).toEqual(input);
+          expect((await store.getJob(OWNER, a.job.id))?.input).toEqual(input);
+          const b = await create(`any-${i}`, input);
+          expect(b).toMatchObject({ created: false, job: { id: a.job.id } });
+        }
+      });
+
       it('scopes keys to the owner: two owners, one key, two jobs', async () => {
         const a = await create('shared', { x: 1 }, 'alice');
         const b = await create('shared', { x: 1 }, 'bob');

@@ -7,7 +7,7 @@
  */
 import type { JobFinishParams, JobInsertRow, JobListParams, JobProgressParams } from '../driver.ts';
 import type { Job } from '../../core/types.ts';
-import { JOB_COLUMNS, jobFromRow, jsonParam, type JobRow } from './row-mappers.ts';
+import { JOB_COLUMNS, jobFromRow, jsonParam, jsonValueParam, type JobRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
 
 const TERMINAL = `('succeeded', 'failed', 'cancelled')`;
@@ -76,7 +76,7 @@ export async function jobInsert(db: Queryable, row: JobInsertRow): Promise<Job |
       row.idempotencyKey,
       row.fingerprint,
       row.route,
-      jsonParam(row.input),
+      jsonValueParam(row.input),
       jsonParam(row.metadata),
       JSON.stringify(row.providers),
       row.createdAt,

@@ -80,6 +80,14 @@ export function jsonParam(value: unknown): string | null {
   return text === undefined ? null : text;
 }
 
+/**
+ * The text to write to a NOT NULL `json` column holding any JSON value: a JSON
+ * `null` is the text `null`, never SQL NULL (a job's `input` may be `null`).
+ */
+export function jsonValueParam(value: unknown): string {
+  return JSON.stringify(value === undefined ? null : value);
+}
+
 /** A job record from a `jobs` row. */
 export function jobFromRow(r: JobRow): Job {
   return {
