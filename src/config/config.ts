@@ -13,11 +13,12 @@ import { resolve as resolvePath } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import { OnejobError } from '../core/errors.ts';
+import { providerConfigProblems } from '../providers/create-provider.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
 /** Provider types onejob knows how to call. Extend here when a new adapter lands. */
-export const PROVIDER_TYPES = ['openai', 'anthropic'] as const;
+export const PROVIDER_TYPES = ['openai', 'anthropic', 'fake'] as const;
 /** A provider type. */
 export type ProviderType = (typeof PROVIDER_TYPES)[number];
 
@@ -35,7 +36,8 @@ export const DEFAULT_CONFIG_FILE = 'onejob.config.json';
 /** One configured provider. Unknown fields are kept for the provider's adapter. */
 export interface ProviderConfig {
   readonly type: ProviderType;
-  readonly baseUrl: string;
+  /** The API root; absent for a `fake` provider that runs its own embedded server. */
+  readonly baseUrl?: string;
   /** The API key (after `env:` resolution), or null when the provider needs none (a local server). */
   readonly apiKey: string | null;
   readonly model: string;
@@ -109,7 +111,8 @@ export const CONFIG_FILE_SCHEMA = {
       type: 'object',
       additionalProperties: {
         type: 'object',
-        required: ['type', 'baseUrl', 'model'],
+        // baseUrl and model are checked per type by the adapter (`fake` may omit both).
+        required: ['type'],
         properties: {
           type: { enum: [...PROVIDER_TYPES] },
           baseUrl: { type: 'string', minLength: 1 },
@@ -273,14 +276,19 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     for (const [field, value] of Object.entries(p)) {
       resolved[field] = typeof value === 'string' ? secret(value, `/providers/${name}/${field}`, env, requireSecrets, problems) : value;
     }
-    providers[name] = {
+    const provider: ProviderConfig = {
       ...resolved,
       type: p.type as ProviderType,
-      baseUrl: (resolved.baseUrl as string | null) ?? '',
+      baseUrl: (resolved.baseUrl as string | null) ?? undefined,
       apiKey: (resolved.apiKey as string | null | undefined) ?? null,
-      model: (resolved.model as string | null) ?? '',
+      model: (resolved.model as string | null) ?? (p.type === 'fake' ? 'fake-model' : ''),
       timeoutMs: (p.timeoutMs as number | undefined) ?? DEFAULT_TIMEOUT_MS,
-    };
+    } as ProviderConfig;
+    // The adapter's own checks (URL shape, fake scripts…), reported with the file's paths.
+    if (!problems.some((x) => x.startsWith(`/providers/${name}/`))) {
+      problems.push(...providerConfigProblems(name, provider).map((x) => `/${x.replace(/^providers\.([^.:]+)\.?/, 'providers/$1/').replace(/\/:/, ':')}`));
+    }
+    providers[name] = provider;
   }
 
   const contracts = { ...(file.contracts ?? {}) };

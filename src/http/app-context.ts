@@ -4,6 +4,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../core/clock.ts';
+import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { OnejobConfig } from '../config/config.ts';
 import type { Store } from '../store/store.ts';
 import type { Metrics } from './metrics.ts';
@@ -18,6 +19,8 @@ export interface AppContext {
   readonly waitRecheckMs: number;
   /** Aborted when the app starts closing: long-polls answer at once with what they have. */
   readonly closing: AbortSignal;
+  /** The certification gate of a route (manual attempts naming an uncertified provider are refused). */
+  readonly eligible: (route: string) => EligibilityCheck;
 }
 
 declare module 'fastify' {

@@ -22,6 +22,7 @@ import type { Store } from '../store/store.ts';
 import { SHARED_SCHEMAS } from './api-schemas.ts';
 import { createApiTokenAuthenticator } from './api-token-auth.ts';
 import type { AppContext } from './app-context.ts';
+import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { toProblem } from './problem-details.ts';
 import { registerAttemptRoutes } from './routes/attempt-routes.ts';
@@ -42,6 +43,8 @@ export interface BuildAppOptions {
   readonly metrics?: Metrics | undefined;
   /** Re-read interval of long-polls. Default 1000 ms. */
   readonly waitRecheckMs?: number | undefined;
+  /** The certification gate of a route, for manual attempts (CONTRACT §5). Default: every provider eligible. */
+  readonly eligible?: ((route: string) => EligibilityCheck) | undefined;
 }
 
 /** Parses a JSON body strictly: JSON only, no `__proto__` keys. */
@@ -90,6 +93,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     clock: options.clock ?? systemClock,
     waitRecheckMs: options.waitRecheckMs ?? 1000,
     closing: closing.signal,
+    eligible: options.eligible ?? (() => everyProviderEligible),
   };
   const authenticate = createApiTokenAuthenticator(config.apiKeys);
 

@@ -84,6 +84,7 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
         kind: 'manual',
         provider,
         hedgeAfterMs: route?.hedgeAfterMs ?? null,
+        eligible: ctx.eligible(job.route),
       });
       bindLog(request, reply, { attempt_id: attempt.id });
       metrics.attempts.inc({ state: attempt.state });
