@@ -13,11 +13,13 @@ import { OnejobError } from '../core/errors.ts';
 import { JOB_STATES, type JobState } from '../core/states.ts';
 import type { RecordedError } from '../core/types.ts';
 import { attemptBody, jobBody } from '../http/api-bodies.ts';
-import { buildApp } from '../http/build-app.ts';
 import { resolutionError } from '../http/routes/attempt-routes.ts';
 import { openStore, redact } from '../store/open-store.ts';
 import type { AttemptOutcome, Store } from '../store/store.ts';
 import { CliFailure, USAGE_EXIT_CODE, describeFailure } from './cli-errors.ts';
+import { DEMO_TOKEN, demoBanner, isUnconfigured, withDemo } from './demo-config.ts';
+import { runExecutorProcess, runServe } from './serve-command.ts';
+import { runFakeProviderCli } from '../testing/fake-provider-cli.ts';
 import { attemptTable, describeJob, table } from './cli-output.ts';
 
 /** Where the command line reads and writes; injectable for tests. */
@@ -111,68 +113,73 @@ Examples:
 
   program
     .command('serve')
-    .description('Run the HTTP API (migrates the database first).')
+    .description('Run the HTTP API and an executor in one process (migrates the database first).')
     .addOption(configOption())
     .option('-p, --port <n>', 'port to listen on (default: $PORT, else the config, else 8080)', integer('--port', 0, 65535))
     .option('--host <address>', 'address to listen on (default: the config, else 0.0.0.0)')
-    .option('--no-executor', 'serve the API only, without an executor in this process')
+    .option('--no-executor', 'serve the API only; run `onejob executor` processes against the same database')
     .addHelpText(
       'after',
       `
-The executor (the part that calls providers) is not built yet: today serve
-always runs the API only, and --no-executor is accepted so that scripts can
-already say what they mean. SIGTERM or SIGINT stops accepting connections,
-finishes in-flight requests (long-polls answer at once) and closes the database.
+With no config file and no providers configured, serve runs a demo: route
+"demo" on two embedded fake providers, token "demo-token" (owner demo), and
+prints curl commands that show a job, a timeout becoming unknown, a resolve
+and a failover.
+
+SIGTERM or SIGINT stops accepting connections, finishes in-flight requests
+(long-polls answer at once), lets the executor finish or leave its attempts
+unknown, and closes the database.
 
 Examples:
   $ onejob serve --config onejob.config.json
   $ PORT=9000 ONEJOB_API_KEYS=tok_alice=alice onejob serve --no-executor`,
     )
     .action(async (opts: { config?: string; port?: number; host?: string; executor: boolean }) => {
-      const { config, store } = await open(io, opts.config ?? program.opts().config, true);
+      const loaded = await open(io, opts.config ?? program.opts().config, true);
+      const demo = isUnconfigured(loaded.config);
+      const config = demo ? withDemo(loaded.config) : loaded.config;
       const logger = pino({ level: io.env.LOG_LEVEL ?? 'info', base: { service: 'onejob' } });
-      try {
-        for (const m of await store.migrate()) {
-          logger.info({ migration: m.version, name: m.name, status: m.status }, 'migration');
-        }
-      } catch (error) {
-        await store.close().catch(() => undefined);
-        throw error;
-      }
-      if (Object.keys(config.apiKeys).length === 0) logger.warn('no API keys configured: every /v1/ request will be 401 (set apiKeys or ONEJOB_API_KEYS)');
-      if (opts.executor) logger.warn('the executor is not built yet: serving the API only');
-      const app = buildApp({ store, config, logger });
-      const port = opts.port ?? config.port;
-      const host = opts.host ?? config.host;
-      try {
-        await app.listen({ port, host });
-      } catch (error) {
-        await app.close().catch(() => undefined);
-        await store.close().catch(() => undefined);
-        throw new CliFailure(`cannot listen on ${host}:${port}: ${(error as Error).message}`, USAGE_EXIT_CODE);
-      }
-      let stopping = false;
-      const stop = (signal: string): void => {
-        if (stopping) {
-          logger.warn({ signal }, 'second signal: exiting now');
-          process.exit(1);
-        }
-        stopping = true;
-        logger.info({ signal }, 'shutting down: finishing in-flight requests');
-        void (async () => {
-          try {
-            await app.close();
-            await store.close();
-            logger.info('stopped');
-            process.exitCode = 0;
-          } catch (error) {
-            logger.error({ err: error }, 'shutdown failed');
-            process.exitCode = 1;
-          }
-        })();
-      };
-      process.on('SIGTERM', () => stop('SIGTERM'));
-      process.on('SIGINT', () => stop('SIGINT'));
+      const token = Object.keys(config.apiKeys)[0] ?? DEMO_TOKEN;
+      await runServe({
+        config, store: loaded.store, logger, executor: opts.executor,
+        port: opts.port ?? config.port, host: opts.host ?? config.host,
+        banner: demo ? (url) => demoBanner(url, token) : undefined,
+      });
+    });
+
+  program
+    .command('executor')
+    .description('Run executors only (no HTTP): they claim attempts from the database and call providers.')
+    .addOption(configOption())
+    .option('-n, --count <n>', 'executors in this process', integer('--count', 1, 64), 1)
+    .option('--concurrency <n>', 'attempts in flight per executor (default 64)', integer('--concurrency', 1, 10_000))
+    .option('--lease-ms <ms>', 'lease length; an executor silent this long is presumed dead (default 30000)', integer('--lease-ms', 100, 3_600_000))
+    .addHelpText(
+      'after',
+      `
+Run as many executor processes as you like against one database: claims use
+leases (PostgreSQL: FOR UPDATE SKIP LOCKED), and every write is fenced by the
+lease, so a paused executor cannot change a job it no longer owns.
+
+Examples:
+  $ DATABASE_URL=postgres://localhost/onejob onejob executor --config onejob.config.json
+  $ onejob executor --count 2 --concurrency 32`,
+    )
+    .action(async (opts: { config?: string; count: number; concurrency?: number; leaseMs?: number }) => {
+      const { config, store } = await open(io, opts.config ?? program.opts().config, true);
+      const logger = pino({ level: io.env.LOG_LEVEL ?? 'info', base: { service: 'onejob-executor' } });
+      await runExecutorProcess({ config, store, logger, count: opts.count, concurrency: opts.concurrency, leaseMs: opts.leaseMs });
+    });
+
+  program
+    .command('fake-provider')
+    .description('Run a fake provider (OpenAI and Anthropic wire protocols) for tests and demos.')
+    .allowUnknownOption(true)
+    .helpOption(false)
+    .argument('[args...]', 'fake-provider options: --port N --host H --script FILE --api-key KEY (--help for more)')
+    .action(async (args: string[]) => {
+      const code = await runFakeProviderCli(args);
+      if (code !== 0) throw new CliFailure('fake provider stopped with an error', code);
     });
 
   program

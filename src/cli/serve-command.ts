@@ -1,0 +1,148 @@
+/**
+ * `onejob serve` and `onejob executor`: long-running processes.
+ *
+ * serve = migrate + HTTP API + (unless `--no-executor`) one executor, sharing
+ * one runtime (providers, contracts, certification gates). executor = the
+ * executor alone; run as many as you like against one database.
+ * SIGTERM/SIGINT: stop accepting, finish in-flight work, close the database.
+ */
+import type { Logger } from 'pino';
+import type { OnejobConfig } from '../config/config.ts';
+import { createMetrics, type Metrics } from '../http/metrics.ts';
+import { buildApp } from '../http/build-app.ts';
+import type { Executor } from '../executor/executor.ts';
+import { createRuntime, type Runtime } from '../runtime/runtime.ts';
+import type { Store } from '../store/store.ts';
+import { CliFailure, USAGE_EXIT_CODE } from './cli-errors.ts';
+
+/** Options of {@link runServe}. */
+export interface ServeOptions {
+  readonly config: OnejobConfig;
+  readonly store: Store;
+  readonly logger: Logger;
+  readonly port: number;
+  readonly host: string;
+  /** Run an executor in this process. */
+  readonly executor: boolean;
+  /** Lines to print once listening (demo instructions). */
+  readonly banner?: (url: string) => string[];
+}
+
+/** Counts the executor's events into the shared metrics. */
+export function instrumentExecutor(executor: Executor, metrics: Metrics): void {
+  executor.events.on('attempt:claimed', ({ attempt }) => metrics.attempts.inc({ state: attempt.state }));
+  executor.events.on('attempt:dispatched', () => metrics.attempts.inc({ state: 'running' }));
+  executor.events.on('attempt:unknown', () => {
+    metrics.attempts.inc({ state: 'unknown' });
+    metrics.attemptsInDoubt.inc();
+  });
+  executor.events.on('attempt:settled', (_a, r) => {
+    metrics.attempts.inc({ state: r.state });
+    if (r.state === 'superseded') metrics.racesLost.inc();
+  });
+  executor.events.on('attempt:finished', (a, r) => metrics.providerLatency.observe({ provider: a.provider, outcome: r.outcome }, r.latencyMs / 1000));
+}
+
+/** Installs SIGTERM/SIGINT handlers that run `stop` once (a second signal exits at once). */
+function onSignals(logger: Logger, stop: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: string): void => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, 'shutting down: finishing in-flight work');
+    void stop().then(
+      () => {
+        logger.info('stopped');
+        process.exitCode = 0;
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed');
+        process.exitCode = 1;
+      },
+    );
+  };
+  process.on('SIGTERM', () => handler('SIGTERM'));
+  process.on('SIGINT', () => handler('SIGINT'));
+}
+
+async function migrate(store: Store, logger: Logger): Promise<void> {
+  for (const m of await store.migrate()) logger.info({ migration: m.version, name: m.name, status: m.status }, 'migration');
+}
+
+/** Runs `onejob serve`; returns once listening (the process stays up until a signal). */
+export async function runServe(o: ServeOptions): Promise<void> {
+  let runtime: Runtime | undefined;
+  try {
+    await migrate(o.store, o.logger);
+    runtime = await createRuntime({ config: o.config, store: o.store, logger: o.logger });
+  } catch (error) {
+    await runtime?.close(0).catch(() => undefined);
+    await o.store.close().catch(() => undefined);
+    throw error;
+  }
+  if (Object.keys(o.config.apiKeys).length === 0) o.logger.warn('no API keys configured: every /v1/ request will be 401 (set apiKeys or ONEJOB_API_KEYS)');
+  const metrics = createMetrics();
+  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible });
+  try {
+    await app.listen({ port: o.port, host: o.host });
+  } catch (error) {
+    await app.close().catch(() => undefined);
+    await runtime.close(0).catch(() => undefined);
+    await o.store.close().catch(() => undefined);
+    throw new CliFailure(`cannot listen on ${o.host}:${o.port}: ${(error as Error).message}`, USAGE_EXIT_CODE);
+  }
+  if (o.executor) {
+    const executor = runtime.createExecutor();
+    instrumentExecutor(executor, metrics);
+    await executor.start();
+  } else {
+    o.logger.info('serving the API only (--no-executor): run `onejob executor` against the same database');
+  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : o.port;
+  const url = `http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${port}`;
+  for (const line of o.banner?.(url) ?? []) process.stderr.write(`${line}\n`);
+  const rt = runtime;
+  onSignals(o.logger, async () => {
+    await app.close();
+    await rt.close();
+    await o.store.close();
+  });
+}
+
+/** Options of {@link runExecutorProcess}. */
+export interface ExecutorProcessOptions {
+  readonly config: OnejobConfig;
+  readonly store: Store;
+  readonly logger: Logger;
+  /** Executors in this process. Default 1. */
+  readonly count: number;
+  readonly concurrency?: number | undefined;
+  readonly leaseMs?: number | undefined;
+}
+
+/** Runs `onejob executor`; returns once started (the process stays up until a signal). */
+export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<void> {
+  let runtime: Runtime | undefined;
+  try {
+    await migrate(o.store, o.logger);
+    runtime = await createRuntime({ config: o.config, store: o.store, logger: o.logger });
+    for (let i = 0; i < o.count; i++) {
+      const executor = runtime.createExecutor({ concurrency: o.concurrency, leaseMs: o.leaseMs });
+      await executor.start();
+      o.logger.info({ executor: executor.id }, 'executor ready');
+    }
+  } catch (error) {
+    await runtime?.close(0).catch(() => undefined);
+    await o.store.close().catch(() => undefined);
+    throw error;
+  }
+  const rt = runtime;
+  onSignals(o.logger, async () => {
+    await rt.close();
+    await o.store.close();
+  });
+}
