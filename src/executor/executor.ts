@@ -159,10 +159,10 @@ export class Executor {
     this.#running = true;
     this.#offWork = await this.#o.store.onWork(() => this.wake());
     this.#offJob = this.#o.store.onJobChanged((ownerId, jobId) => this.#onJobChanged(ownerId, jobId));
-    this.#timers.push(setInterval(() => void this.#heartbeat(), this.#o.heartbeatMs));
-    this.#timers.push(setInterval(() => void this.#rescue(), this.#o.rescueEveryMs));
+    this.#timers.push(setInterval(() => void this.#heartbeat(), this.#o.heartbeatMs).unref());
+    this.#timers.push(setInterval(() => void this.#rescue(), this.#o.rescueEveryMs).unref());
+    // The poll keeps the process alive while the executor runs, as a listening server would.
     this.#timers.push(setInterval(() => this.wake(), this.#o.pollMs));
-    for (const t of this.#timers) t.unref();
     this.#loop = this.#claimLoop();
     this.#o.logger?.info({ lease_ms: this.#o.leaseMs, concurrency: this.#o.concurrency }, 'executor started');
   }
