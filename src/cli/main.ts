@@ -20,6 +20,7 @@ import { CliFailure, USAGE_EXIT_CODE, describeFailure } from './cli-errors.ts';
 import { DEMO_TOKEN, demoBanner, isUnconfigured, withDemo } from './demo-config.ts';
 import { runExecutorProcess, runServe } from './serve-command.ts';
 import { runFakeProviderCli } from '../testing/fake-provider-cli.ts';
+import { runVerifyCommand } from '../contracts/verify-command.ts';
 import { attemptTable, describeJob, table } from './cli-output.ts';
 
 /** Where the command line reads and writes; injectable for tests. */
@@ -180,6 +181,39 @@ Examples:
     .action(async (args: string[]) => {
       const code = await runFakeProviderCli(args);
       if (code !== 0) throw new CliFailure('fake provider stopped with an error', code);
+    });
+
+  program
+    .command('verify')
+    .description("Prove providers against their routes' contracts (CONTRACT §5) and record certifications.")
+    .addOption(configOption())
+    .option('-r, --route <route>', 'only this route (default: every route with a contract)')
+    .option('-p, --provider <provider>', 'only this provider (default: every provider of the route)')
+    .option('--json', 'print {"passed", "reports"} instead of the table')
+    .addHelpText(
+      'after',
+      `
+For each provider of each route: renders every case's prompt through the
+provider's tokenizer or chat template (and checks it fits the context window),
+runs every case several times at temperature 0 over the provider's real wire
+protocol, and checks each output (parses, matches the schema, no extra keys,
+business checks, stable across samples). Each verdict is stored as a
+certification of (provider, model, contract fingerprint): only certified
+providers receive failover and hedge traffic. Exit code 0 only on a full pass.
+
+Examples:
+  $ onejob verify
+  $ onejob verify --route summarize --provider fallback --json`,
+    )
+    .action(async (opts: { config?: string; route?: string; provider?: string; json?: boolean }) => {
+      const { config, store } = await open(io, opts.config ?? program.opts().config, true);
+      try {
+        await store.migrate();
+        const code = await runVerifyCommand({ config, store, route: opts.route, provider: opts.provider, json: opts.json, stdout: { write: (t: string) => io.stdout(t) } });
+        if (code !== 0) throw new CliFailure('verification failed: at least one provider did not pass (see the report)', code);
+      } finally {
+        await store.close().catch(() => undefined);
+      }
     });
 
   program
