@@ -92,8 +92,49 @@ export const problemSchema = {
   additionalProperties: true,
 } as const;
 
+/** The answer of `POST /v1/chat/completions`, in OpenAI's shape. */
+export const chatCompletionSchema = {
+  $id: 'ChatCompletion',
+  type: 'object',
+  description: "The winning attempt's completion in OpenAI's `chat.completion` shape.",
+  required: ['id', 'object', 'created', 'model', 'choices', 'usage'],
+  properties: {
+    id: { type: 'string', description: '`chatcmpl-<job id>`: the same for every answer of one job.', examples: ['chatcmpl-job_0193…'] },
+    object: { type: 'string', const: 'chat.completion' },
+    created: { type: 'integer', description: 'When the winning attempt finished, in Unix seconds.' },
+    model: { type: 'string', description: 'The model the provider says answered.' },
+    provider: { type: 'string', description: 'The configured provider whose attempt won.' },
+    choices: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['index', 'message', 'finish_reason', 'logprobs'],
+        properties: {
+          index: { type: 'integer' },
+          message: {
+            type: 'object',
+            required: ['role', 'content', 'refusal'],
+            properties: {
+              role: { type: 'string', const: 'assistant' },
+              content: { type: 'string', description: "The job result's content; a JSON value (route contract with an output schema) as its JSON text." },
+              refusal: { type: 'null' },
+            },
+          },
+          finish_reason: { type: 'string' },
+          logprobs: { type: 'null' },
+        },
+      },
+    },
+    usage: {
+      type: 'object',
+      required: ['prompt_tokens', 'completion_tokens', 'total_tokens'],
+      properties: { prompt_tokens: { type: 'integer' }, completion_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } },
+    },
+  },
+} as const;
+
 /** Every shared schema, to register with `app.addSchema`. */
-export const SHARED_SCHEMAS = [attemptSchema, jobSchema, problemSchema] as const;
+export const SHARED_SCHEMAS = [attemptSchema, jobSchema, problemSchema, chatCompletionSchema] as const;
 
 const problemContent = { 'application/problem+json': { schema: { $ref: 'Problem#' } } } as const;
 /** Error responses as documented on every route. */
@@ -220,3 +261,33 @@ export type ResolveAttemptBody =
   | { state: 'succeeded'; result: unknown }
   | { state: 'failed'; error?: unknown }
   | { state: 'cancelled'; error?: unknown };
+
+/** Body of `POST /v1/chat/completions`: an OpenAI Chat Completions request (other members pass through to the providers). */
+export const chatCompletionBody = {
+  type: 'object',
+  required: ['model', 'messages'],
+  additionalProperties: true,
+  properties: {
+    model: { type: 'string', minLength: 1, description: 'A configured route name, or `route:<name>`.' },
+    messages: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        type: 'object',
+        required: ['role'],
+        additionalProperties: true,
+        properties: { role: { type: 'string', minLength: 1 }, content: { type: ['string', 'array', 'null'] } },
+      },
+    },
+    stream: { type: 'boolean', description: 'Must be false or absent: streaming is not supported.' },
+    n: { type: 'integer', description: 'Must be 1 or absent: one choice per job.' },
+  },
+} as const;
+/** Body of `POST /v1/chat/completions`. */
+export interface ChatCompletionBody {
+  model: string;
+  messages: unknown[];
+  stream?: boolean;
+  n?: number;
+  [extra: string]: unknown;
+}

@@ -15,6 +15,7 @@ import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import { pino, type Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { OnejobError } from '../core/errors.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
 import type { OnejobConfig } from '../config/config.ts';
@@ -26,6 +27,7 @@ import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.
 import { createMetrics, type Metrics } from './metrics.ts';
 import { toProblem } from './problem-details.ts';
 import { registerAttemptRoutes } from './routes/attempt-routes.ts';
+import { registerChatRoutes, type ChatRoutesOptions } from './routes/chat-routes.ts';
 import { registerJobRoutes } from './routes/job-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 
@@ -45,6 +47,8 @@ export interface BuildAppOptions {
   readonly waitRecheckMs?: number | undefined;
   /** The certification gate of a route, for manual attempts (CONTRACT §5). Default: every provider eligible. */
   readonly eligible?: ((route: string) => EligibilityCheck) | undefined;
+  /** `POST /v1/chat/completions`: its longest wait and its `Retry-After` (see {@link ChatRoutesOptions}). */
+  readonly chatCompletions?: ChatRoutesOptions | undefined;
 }
 
 /** Parses a JSON body strictly: JSON only, no `__proto__` keys. */
@@ -86,6 +90,8 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   const { store, config } = options;
   const logger = options.logger ?? pino({ level: 'silent' });
   const closing = new AbortController();
+  // Every waiting request (long-poll, chat completion) listens for shutdown: no listener cap.
+  setMaxListeners(0, closing.signal);
   const ctx: AppContext = {
     store,
     config,
@@ -175,6 +181,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
       tags: [
         { name: 'jobs', description: 'Idempotent jobs' },
         { name: 'attempts', description: 'Attempts of a job' },
+        { name: 'openai', description: 'OpenAI-compatible endpoints' },
         { name: 'operations', description: 'Health, readiness, metrics' },
       ],
     },
@@ -183,6 +190,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   app.register(async (scope) => {
     registerJobRoutes(scope, ctx);
     registerAttemptRoutes(scope, ctx);
+    registerChatRoutes(scope, ctx, options.chatCompletions);
     registerOpsRoutes(scope, ctx);
   });
   return app;

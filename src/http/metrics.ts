@@ -23,6 +23,12 @@ export interface Metrics {
   readonly racesLost: Counter;
   /** `onejob_attempts_in_doubt`: attempts currently `unknown`, as last observed (set or inc/dec by the executor). */
   readonly attemptsInDoubt: Gauge;
+  /**
+   * `onejob_chat_requests_total{outcome,replayed}`: `POST /v1/chat/completions`
+   * requests that reached their job, by answer (`succeeded`, `failed`,
+   * `in_doubt`, `cancelled`, `pending`) and whether the key already had a job.
+   */
+  readonly chatRequests: Counter<'outcome' | 'replayed'>;
   /** `onejob_provider_latency_seconds{provider,outcome}`: time from dispatch to a definite answer. */
   readonly providerLatency: Histogram<'provider' | 'outcome'>;
 }
@@ -50,6 +56,12 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
     attempts: new Counter({ name: 'onejob_attempts_total', help: 'Attempts entering each state.', labelNames: ['state'], registers }),
     racesLost: new Counter({ name: 'onejob_races_lost_total', help: 'Successful attempts that lost the completion compare-and-swap (superseded).', registers }),
     attemptsInDoubt: new Gauge({ name: 'onejob_attempts_in_doubt', help: 'Attempts currently unknown (in doubt), as last observed.', registers }),
+    chatRequests: new Counter({
+      name: 'onejob_chat_requests_total',
+      help: 'OpenAI-compatible chat completion requests that reached their job, by answer and replay.',
+      labelNames: ['outcome', 'replayed'],
+      registers,
+    }),
     providerLatency: new Histogram({
       name: 'onejob_provider_latency_seconds',
       help: 'Time from dispatch to a definite provider answer.',

@@ -72,7 +72,7 @@ describe('operations', () => {
     const paths = Object.keys(res.body.paths).sort();
     expect(paths).toEqual(
       [
-        '/healthz', '/metrics', '/readyz', '/v1/attempts/{id}/resolve', '/v1/jobs', '/v1/jobs/{id}',
+        '/healthz', '/metrics', '/readyz', '/v1/attempts/{id}/resolve', '/v1/chat/completions', '/v1/jobs', '/v1/jobs/{id}',
         '/v1/jobs/{id}/attempts', '/v1/jobs/{id}/cancel',
       ].sort(),
     );

@@ -45,9 +45,11 @@ function settledForWait(job: JobWithAttempts): boolean {
 /**
  * Waits until the owner's job is terminal or unknown, or `waitMs` passes, or
  * the client goes away; wakes on the store's change events and re-reads every
- * `recheckMs` for changes made by other processes.
+ * `recheckMs` for changes made by other processes. Shared by the long-poll
+ * and `POST /v1/chat/completions`. The client going away is seen on the
+ * response: a request stream closes as soon as its body has been read.
  */
-async function waitForJob(ctx: AppContext, request: FastifyRequest, first: JobWithAttempts, waitMs: number): Promise<JobWithAttempts> {
+export async function waitForJob(ctx: AppContext, request: FastifyRequest, reply: FastifyReply, first: JobWithAttempts, waitMs: number): Promise<JobWithAttempts> {
   let latest = first;
   if (waitMs <= 0 || settledForWait(latest) || ctx.closing.aborted) return latest;
   const { store } = ctx;
@@ -62,7 +64,7 @@ async function waitForJob(ctx: AppContext, request: FastifyRequest, first: JobWi
       clearTimeout(timer);
       clearInterval(recheck);
       unsubscribe();
-      request.raw.off('close', onClose);
+      reply.raw.off('close', onClose);
       ctx.closing.removeEventListener('abort', finish);
       resolve();
     };
@@ -92,7 +94,7 @@ async function waitForJob(ctx: AppContext, request: FastifyRequest, first: JobWi
       if (changedOwner === owner && jobId === first.id) void reread();
     });
     const onClose = (): void => finish();
-    request.raw.on('close', onClose);
+    reply.raw.on('close', onClose);
     ctx.closing.addEventListener('abort', finish);
     const timer = setTimeout(finish, waitMs);
     const recheck = setInterval(() => void reread(), ctx.waitRecheckMs);
@@ -193,7 +195,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
       const job = await store.getJob(request.owner, id);
       if (job === null) throw jobNotFound(id);
       bindLog(request, reply, { job_id: job.id });
-      const waited = await waitForJob(ctx, request, job, Math.round((request.query.wait ?? 0) * 1000));
+      const waited = await waitForJob(ctx, request, reply, job, Math.round((request.query.wait ?? 0) * 1000));
       return jobBody(waited);
     },
   });
