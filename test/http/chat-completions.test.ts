@@ -230,6 +230,33 @@ for (const db of TEST_DATABASES) {
       expect(openaiFake.calls).toHaveLength(1);
     });
 
+    it('on shutdown a waiting request answers 409 attempt_in_flight at once; the job carries on', async () => {
+      openaiFake.script([{ gate: 'shutdown', reply: 'after the restart' }]);
+      const second = buildApp({ store, config: runtime.config, chatCompletions: { maxWaitMs: 60_000 } });
+      await second.listen({ host: '127.0.0.1', port: 0 });
+      const address = second.server.address();
+      if (address === null || typeof address === 'string') throw new Error('no port');
+      const pending = fetch(`http://127.0.0.1:${address.port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'idempotency-key': key, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'patient', messages }),
+      });
+      await openaiFake.waitForCalls(1);
+      const started = Date.now();
+      await second.close();
+      const res = await pending;
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(res.status).toBe(409);
+      expect(res.headers.get('retry-after')).toBe('1');
+      const [job] = await jobsWithKey(key);
+      expect(res.headers.get('onejob-job-id')).toBe(job!.id);
+      expect(await res.json()).toMatchObject({ code: 'attempt_in_flight', job_id: job!.id });
+      openaiFake.release('shutdown');
+      const completion = await client().chat.completions.create({ model: 'patient', messages }, withKey(key));
+      expect(completion.choices[0]!.message.content).toBe('after the restart');
+      expect(openaiFake.calls).toHaveLength(1);
+    });
+
     it('a provider 503 fails over: the fallback answers', async () => {
       openaiFake.script([{ status: 503 }]);
       fallbackFake.script([{ reply: 'from the fallback' }]);
