@@ -154,10 +154,11 @@ describe('bin/onejob without a usable database or config', () => {
   it('--help explains every command with examples; exit 0', async () => {
     const help = await onejob(['--help']);
     expect(help.code).toBe(0);
-    for (const word of ['serve', 'migrate', 'jobs', 'attempts', 'DATABASE_URL', 'Examples:']) expect(help.stdout).toContain(word);
+    for (const word of ['serve', 'executor', 'verify', 'fake-provider', 'migrate', 'jobs', 'attempts', 'DATABASE_URL', 'Examples:']) expect(help.stdout).toContain(word);
     const serve = await onejob(['serve', '--help']);
     expect(serve.stdout).toContain('--no-executor');
-    expect(serve.stdout).toContain('not built yet');
+    expect(serve.stdout).toContain('onejob executor');
+    expect(serve.stdout).toContain('demo');
     const show = await onejob(['jobs', 'show', '--help']);
     expect(show.stdout).toContain('admin');
   });
