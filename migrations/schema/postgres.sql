@@ -1,0 +1,121 @@
+CREATE TABLE public.attempts (
+    owner_id text NOT NULL,
+    id text NOT NULL,
+    job_id text NOT NULL,
+    number integer NOT NULL,
+    provider text NOT NULL,
+    kind text NOT NULL,
+    state text NOT NULL,
+    base_version bigint NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    deadline_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    error json,
+    lease_owner text,
+    lease_token text,
+    lease_expires_at timestamp with time zone,
+    CONSTRAINT attempts_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text, 'superseded'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT attempts_kind_check CHECK ((kind = ANY (ARRAY['first'::text, 'failover'::text, 'hedge'::text, 'manual'::text]))),
+    CONSTRAINT attempts_lease_complete CHECK (((lease_owner IS NULL) = (lease_expires_at IS NULL))),
+    CONSTRAINT attempts_number_check CHECK ((number >= 1)),
+    CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'unknown'::text, 'superseded'::text])))
+);
+
+CREATE TABLE public.certifications (
+    provider text NOT NULL,
+    model text NOT NULL,
+    contract_fingerprint text NOT NULL,
+    route text,
+    passed boolean NOT NULL,
+    report json NOT NULL,
+    verified_at timestamp with time zone NOT NULL,
+    CONSTRAINT certifications_contract_fingerprint_check CHECK ((contract_fingerprint ~~ 'sha256:%'::text))
+);
+
+CREATE TABLE public.job_events (
+    owner_id text NOT NULL,
+    id bigint NOT NULL,
+    job_id text NOT NULL,
+    attempt_id text,
+    type text NOT NULL,
+    data json DEFAULT '{}'::json NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
+CREATE SEQUENCE public.job_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.job_events_id_seq OWNED BY public.job_events.id;
+
+CREATE TABLE public.jobs (
+    owner_id text NOT NULL,
+    id text NOT NULL,
+    idempotency_key text NOT NULL,
+    fingerprint text NOT NULL,
+    route text NOT NULL,
+    input json NOT NULL,
+    metadata json,
+    providers json NOT NULL,
+    state text NOT NULL,
+    version bigint DEFAULT 0 NOT NULL,
+    attempt_count integer DEFAULT 0 NOT NULL,
+    completed_by text,
+    result json,
+    error json,
+    skipped json DEFAULT '[]'::json NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT jobs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
+    CONSTRAINT jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'unknown'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
+    CONSTRAINT jobs_winner_only_when_succeeded CHECK (((completed_by IS NOT NULL) = (state = 'succeeded'::text)))
+);
+
+CREATE TABLE public.onejob_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.job_events ALTER COLUMN id SET DEFAULT nextval('public.job_events_id_seq'::regclass);
+
+ALTER TABLE ONLY public.attempts
+    ADD CONSTRAINT attempts_job_number_unique UNIQUE (owner_id, job_id, number);
+
+ALTER TABLE ONLY public.attempts
+    ADD CONSTRAINT attempts_pkey PRIMARY KEY (owner_id, id);
+
+ALTER TABLE ONLY public.certifications
+    ADD CONSTRAINT certifications_pkey PRIMARY KEY (provider, model, contract_fingerprint);
+
+ALTER TABLE ONLY public.job_events
+    ADD CONSTRAINT job_events_pkey PRIMARY KEY (owner_id, id);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_owner_key_unique UNIQUE (owner_id, idempotency_key);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_pkey PRIMARY KEY (owner_id, id);
+
+ALTER TABLE ONLY public.onejob_migrations
+    ADD CONSTRAINT onejob_migrations_pkey PRIMARY KEY (version);
+
+CREATE INDEX attempts_claimable_idx ON public.attempts USING btree (started_at) WHERE ((state = 'starting'::text) AND (lease_owner IS NULL));
+
+CREATE INDEX attempts_leased_idx ON public.attempts USING btree (lease_expires_at) WHERE (lease_owner IS NOT NULL);
+
+CREATE INDEX job_events_id_idx ON public.job_events USING btree (id);
+
+CREATE INDEX job_events_job_idx ON public.job_events USING btree (owner_id, job_id, id);
+
+CREATE INDEX jobs_owner_created_idx ON public.jobs USING btree (owner_id, created_at DESC, id DESC);
+
+CREATE INDEX jobs_queued_idx ON public.jobs USING btree (created_at) WHERE (state = 'queued'::text);
+
+ALTER TABLE ONLY public.attempts
+    ADD CONSTRAINT attempts_job_fk FOREIGN KEY (owner_id, job_id) REFERENCES public.jobs(owner_id, id);

@@ -1,0 +1,80 @@
+CREATE TABLE attempts (
+  owner_id         TEXT    NOT NULL,
+  id               TEXT    NOT NULL,
+  job_id           TEXT    NOT NULL,
+  number           INTEGER NOT NULL CHECK (number >= 1),
+  provider         TEXT    NOT NULL,
+  kind             TEXT    NOT NULL CHECK (kind IN ('first', 'failover', 'hedge', 'manual')),
+  state            TEXT    NOT NULL CHECK (state IN ('starting', 'running', 'succeeded', 'failed', 'cancelled', 'unknown', 'superseded')),
+  base_version     INTEGER NOT NULL,
+  started_at       INTEGER NOT NULL,
+  deadline_at      INTEGER,
+  finished_at      INTEGER,
+  error            TEXT,
+  lease_owner      TEXT,
+  lease_token      TEXT,
+  lease_expires_at INTEGER,
+  PRIMARY KEY (owner_id, id),
+  CONSTRAINT attempts_job_number_unique UNIQUE (owner_id, job_id, number),
+  CONSTRAINT attempts_job_fk FOREIGN KEY (owner_id, job_id) REFERENCES jobs (owner_id, id),
+  CONSTRAINT attempts_finished_iff_terminal CHECK ((state IN ('succeeded', 'failed', 'cancelled', 'superseded')) = (finished_at IS NOT NULL)),
+  CONSTRAINT attempts_lease_complete CHECK ((lease_owner IS NULL) = (lease_expires_at IS NULL))
+) WITHOUT ROWID;
+
+CREATE TABLE certifications (
+  provider             TEXT    NOT NULL,
+  model                TEXT    NOT NULL,
+  contract_fingerprint TEXT    NOT NULL CHECK (contract_fingerprint LIKE 'sha256:%'),
+  route                TEXT,
+  passed               INTEGER NOT NULL CHECK (passed IN (0, 1)),
+  report               TEXT    NOT NULL,
+  verified_at          INTEGER NOT NULL,
+  PRIMARY KEY (provider, model, contract_fingerprint)
+) WITHOUT ROWID;
+
+CREATE TABLE job_events (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  owner_id   TEXT    NOT NULL,
+  job_id     TEXT    NOT NULL,
+  attempt_id TEXT,
+  type       TEXT    NOT NULL,
+  data       TEXT    NOT NULL DEFAULT '{}',
+  at         INTEGER NOT NULL
+);
+
+CREATE TABLE jobs (
+  owner_id        TEXT    NOT NULL,
+  id              TEXT    NOT NULL,
+  idempotency_key TEXT    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+  fingerprint     TEXT    NOT NULL,
+  route           TEXT    NOT NULL,
+  input           TEXT    NOT NULL,
+  metadata        TEXT,
+  providers       TEXT    NOT NULL,
+  state           TEXT    NOT NULL CHECK (state IN ('queued', 'running', 'unknown', 'succeeded', 'failed', 'cancelled')),
+  version         INTEGER NOT NULL DEFAULT 0,
+  attempt_count   INTEGER NOT NULL DEFAULT 0,
+  completed_by    TEXT,
+  result          TEXT,
+  error           TEXT,
+  skipped         TEXT    NOT NULL DEFAULT '[]',
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  finished_at     INTEGER,
+  PRIMARY KEY (owner_id, id),
+  CONSTRAINT jobs_owner_key_unique UNIQUE (owner_id, idempotency_key),
+  CONSTRAINT jobs_finished_iff_terminal CHECK ((state IN ('succeeded', 'failed', 'cancelled')) = (finished_at IS NOT NULL)),
+  CONSTRAINT jobs_winner_only_when_succeeded CHECK ((completed_by IS NOT NULL) = (state = 'succeeded'))
+) WITHOUT ROWID;
+
+CREATE TABLE onejob_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+
+CREATE INDEX attempts_claimable_idx ON attempts (started_at) WHERE state = 'starting' AND lease_owner IS NULL;
+
+CREATE INDEX attempts_leased_idx ON attempts (lease_expires_at) WHERE lease_owner IS NOT NULL;
+
+CREATE INDEX job_events_job_idx ON job_events (owner_id, job_id, id);
+
+CREATE INDEX jobs_owner_created_idx ON jobs (owner_id, created_at DESC, id DESC);
+
+CREATE INDEX jobs_queued_idx ON jobs (created_at) WHERE state = 'queued';
