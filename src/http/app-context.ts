@@ -32,9 +32,12 @@ declare module 'fastify' {
 
 /**
  * Adds fields (`job_id`, `attempt_id`) to every later log line of this
- * request, including Fastify's own "request completed" line.
+ * request, including Fastify's own "request completed" line, and answers the
+ * job id in the `Onejob-Job-Id` header.
  */
 export function bindLog(request: FastifyRequest, reply: FastifyReply, fields: Record<string, string>): void {
   request.log = request.log.child(fields);
   reply.log = request.log;
+  // One identity through every layer: the load balancer can log the job a request was about.
+  if (fields.job_id !== undefined) reply.header('onejob-job-id', fields.job_id);
 }

@@ -149,6 +149,8 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   app.addHook('preClose', async () => closing.abort());
   app.decorateRequest('owner', '');
   app.addHook('onRequest', async (request, reply) => {
+    // The request id (the load balancer's X-Request-Id, else a new one) is answered and logged with every line.
+    reply.header('x-request-id', request.id);
     if (!request.url.startsWith('/v1/') && request.url !== '/v1') return;
     const owner = authenticate(request.headers.authorization);
     if (owner === null) throw new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token');

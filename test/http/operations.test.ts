@@ -63,6 +63,19 @@ describe('operations', () => {
     }
   });
 
+  it('one identity through the layers: the X-Request-Id from the load balancer is answered, and job answers carry Onejob-Job-Id', async () => {
+    const created = await server.request('POST', '/v1/jobs', { key: 'ident-1', body: { route: 'summarize', input: 'x' }, headers: { 'x-request-id': 'lb-req-42' } });
+    expect(created.status).toBe(201);
+    expect(created.headers.get('x-request-id')).toBe('lb-req-42');
+    const id = (created.body as { id: string }).id;
+    expect(created.headers.get('onejob-job-id')).toBe(id);
+    const read = await server.request('GET', `/v1/jobs/${id}`);
+    expect(read.headers.get('onejob-job-id')).toBe(id);
+    expect(read.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    const line = lines.find((l) => l.reqId === 'lb-req-42' && l.job_id === id);
+    expect(line).toBeDefined();
+  });
+
   it('GET /openapi.json is a valid OpenAPI 3.1 document describing every route', async () => {
     const res = await server.request('GET', '/openapi.json', { token: null });
     expect(res.status).toBe(200);
