@@ -1,0 +1,181 @@
+/**
+ * The benchmark's human outputs: a Markdown table (bench/results/latest.md)
+ * and a hand-written SVG chart (bench/results/latest.svg) of the ratios
+ * against their targets and of the latency distributions.
+ */
+import type { RunSummary } from './stats.ts';
+
+/** The parts of a result the reports read. */
+export interface ReportInput {
+  readonly date: string;
+  readonly machine: Record<string, unknown>;
+  readonly ratios: Record<string, number | null>;
+  readonly addedLatencyMs: Record<string, number | null>;
+  readonly medians: Record<string, RunSummary | null>;
+  readonly storm: unknown;
+  readonly chat: unknown;
+  readonly timeout: unknown;
+  readonly errors: Record<string, string>;
+  readonly durability: string;
+}
+
+/** Each ratio's target: `min` (at least), `max` (at most) or `eq` (exactly). */
+export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readonly value: number; readonly label: string }> = {
+  create_http_vs_pgbench: { op: 'min', value: 0.5, label: 'POST /v1/jobs (HTTP) ÷ pgbench, same SQL, same concurrency' },
+  store_vs_pgbench: { op: 'min', value: 0, label: 'store alone ÷ pgbench (where the time goes)' },
+  store_vs_pgboss: { op: 'min', value: 2, label: 'store keyed create ÷ pg-boss keyed send' },
+  store_vs_graphile: { op: 'min', value: 4, label: 'store keyed create ÷ graphile-worker keyed addJob' },
+  store_vs_raw_insert: { op: 'min', value: 1, label: 'store keyed create ÷ raw pg single-row insert' },
+  create_http_sqlite_vs_pg: { op: 'min', value: 1, label: 'POST /v1/jobs on SQLite ÷ on PostgreSQL' },
+  chat_rps_vs_portkey: { op: 'min', value: 5, label: '/v1/chat/completions req/s ÷ Portkey req/s' },
+  chat_added_p50_vs_portkey: { op: 'max', value: 1, label: 'added p50 latency ÷ Portkey added p50 (1 connection)' },
+  portkey_rps_vs_direct: { op: 'min', value: 0, label: 'Portkey req/s ÷ fake provider direct (anchor)' },
+  dup_storm_rows: { op: 'eq', value: 1, label: 'rows created by 1,000 concurrent creates of one key' },
+  dup_storm_callers_with_id: { op: 'eq', value: 1000, label: 'callers of the storm that got the job id' },
+  dup_storm_p99_vs_distinct: { op: 'max', value: 2, label: 'storm p99 ÷ p99 of 1,000 distinct keys' },
+  timeout_provider_calls_per_request: { op: 'eq', value: 1, label: 'provider executions per request, 1 s primary, 200 ms timeout, no hedge' },
+  timeout_provider_calls_per_request_hedged: { op: 'max', value: 2, label: 'the same with a 100 ms hedge (at most one per attempt)' },
+  portkey_timeout_provider_calls_per_request: { op: 'min', value: 0, label: 'Portkey, same scenario (anchor)' },
+};
+
+function verdict(name: string, v: number | null): string {
+  const t = TARGETS[name];
+  if (v === null) return 'not measured';
+  if (!t || t.value === 0) return 'anchor';
+  const ok = t.op === 'min' ? v >= t.value : t.op === 'max' ? v <= t.value : v === t.value;
+  const want = `${t.op === 'min' ? '≥' : t.op === 'max' ? '≤' : '='} ${t.value}`;
+  return `${ok ? 'met' : '**missed**'} (${want})`;
+}
+
+const fmt = (v: number | null | undefined): string => (v === null || v === undefined || Number.isNaN(v) ? '–' : String(v));
+
+const SERIES_LABELS: Record<string, string> = {
+  pgbench_insert: 'pgbench, jobInsert SQL (prepared, 1 row/commit)',
+  http_create_pg: 'onejob POST /v1/jobs, PostgreSQL',
+  store_create_pg: 'onejob store.createJob, PostgreSQL',
+  raw_pg_insert: 'raw pg Pool, jobInsert SQL, 1 row/round trip',
+  pgboss_send: 'pg-boss 10 send(singletonKey)',
+  graphile_add_job: 'graphile-worker 0.17 addJob(jobKey)',
+  http_create_sqlite: 'onejob POST /v1/jobs, SQLite',
+  store_create_sqlite: 'onejob store.createJob, SQLite',
+  storm_same: '1,000 concurrent creates, one key (HTTP)',
+  storm_distinct: '1,000 concurrent creates, distinct keys (HTTP)',
+  chat_direct: 'fake provider, direct',
+  chat_portkey: 'Portkey gateway → fake provider',
+  chat_onejob: 'onejob /v1/chat/completions → fake provider',
+  chat_direct_c1: 'fake provider direct, 1 connection',
+  chat_portkey_c1: 'Portkey, 1 connection',
+  chat_onejob_c1: 'onejob chat, 1 connection',
+};
+
+/** The Markdown report. */
+export function renderMarkdown(r: ReportInput): string {
+  const m = r.machine;
+  const lines: string[] = [];
+  lines.push(`# onejob benchmark — ${r.date.slice(0, 10)} (${String(m.mode)} mode)`, '');
+  lines.push(
+    `Machine: ${String(m.nproc)} CPUs (${String(m.cpu)}), ${String(m.memoryGiB)} GiB RAM, ${String(m.os)}; ` +
+      `${String(m.postgres).split(' on ')[0]} (${Object.entries((m.postgresSettings ?? {}) as Record<string, string>).map(([k, v]) => `${k}=${v}`).join(', ')}); ` +
+      `Node ${String(m.node)}. Load generators, servers and the database share the same cores. ` +
+      `${String(m.secondsPerRun)} s per run, ${String(m.rounds)} interleaved rounds, medians shown; concurrency ${String(m.concurrency)}.`,
+    '',
+  );
+  lines.push(`Durability: ${r.durability}`, '');
+  lines.push('## Ratios', '', '| ratio | value | target | meaning |', '| --- | ---: | --- | --- |');
+  for (const [k, v] of Object.entries(r.ratios)) lines.push(`| \`${k}\` | ${fmt(v)} | ${verdict(k, v)} | ${TARGETS[k]?.label ?? ''} |`);
+  lines.push('', `Added latency at one connection (ms, p50): Portkey ${fmt(r.addedLatencyMs.portkey_p50)}, onejob ${fmt(r.addedLatencyMs.onejob_p50)} (onejob writes a job and an attempt durably per request; Portkey writes nothing).`, '');
+  lines.push('## Series (medians of the rounds)', '', '| series | ops/s | p50 ms | p90 ms | p99 ms | errors |', '| --- | ---: | ---: | ---: | ---: | ---: |');
+  for (const [k, s] of Object.entries(r.medians)) {
+    if (!s) continue;
+    lines.push(`| ${SERIES_LABELS[k] ?? k} | ${fmt(s.rps)} | ${fmt(s.p50)} | ${fmt(s.p90)} | ${fmt(s.p99)} | ${fmt(s.errors)} |`);
+  }
+  const storm = r.storm as { peers?: Record<string, Record<string, unknown>> } | null;
+  if (storm?.peers) {
+    lines.push('', '## Duplicate storm on the libraries (1,000 concurrent enqueues of one key, then one with a different payload)', '');
+    lines.push('| system | rows | callers given the id | callers given nothing | different payload | p50 ms | p99 ms |', '| --- | ---: | ---: | ---: | --- | ---: | ---: |');
+    for (const [k, p] of Object.entries(storm.peers)) {
+      const d = p.differentPayload as { gotId: boolean; error: string | null; payloadReplaced: boolean };
+      const what = d.error ? `rejected: \`${d.error}\`` : d.payloadReplaced ? 'accepted, payload REPLACED on the existing job' : d.gotId ? 'accepted, same job' : 'returns nothing (null)';
+      lines.push(`| ${k === 'store' ? 'onejob store' : k} | ${fmt(p.rows as number)} | ${fmt(p.callersWithId as number)} | ${fmt(p.callersWithNothing as number)} | ${what} | ${fmt(p.p50 as number)} | ${fmt(p.p99 as number)} |`);
+    }
+  }
+  const timeout = r.timeout as Record<string, Record<string, unknown>> | null;
+  if (timeout) {
+    lines.push('', '## Provider executions under a timeout (primary answers after 1 s, 200 ms timeout, a fallback)', '');
+    lines.push('| side | requests | primary calls | fallback calls | executions / request | answers |', '| --- | ---: | ---: | ---: | ---: | --- |');
+    for (const [k, v] of Object.entries(timeout)) {
+      if (v.error) {
+        lines.push(`| ${k} | – | – | – | – | ${String(v.error)} |`);
+        continue;
+      }
+      lines.push(`| ${k}${v.via ? ` (${String(v.via)})` : ''} | ${fmt(v.requests as number)} | ${fmt(v.primaryCalls as number)} | ${fmt(v.fallbackCalls as number)} | ${fmt(v.providerCallsPerRequest as number)} | ${JSON.stringify(v.statuses)} |`);
+    }
+  }
+  const chat = r.chat as { notes?: string[] } | null;
+  const notes = [...(chat?.notes ?? []), ...Object.entries(r.errors).map(([k, e]) => `${k}: ${e.split('\n')[0]}`)];
+  if (notes.length) lines.push('', '## Notes', '', ...notes.map((n) => `- ${n}`));
+  lines.push('', 'Chart: [latest.svg](latest.svg). Raw data: [latest.json](latest.json). How to read and reproduce: [docs/performance.md](../../docs/performance.md).', '');
+  return lines.join('\n');
+}
+
+const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/** A two-panel SVG: ratios against targets (left), p50/p99 latency per series on a log scale (right). */
+export function renderSvg(r: ReportInput): string {
+  const W = 1200;
+  const rowH = 26;
+  const ratioRows = Object.entries(r.ratios).filter(([k, v]) => v !== null && TARGETS[k] && TARGETS[k]!.op !== 'eq' && TARGETS[k]!.value > 0);
+  const eqRows = Object.entries(r.ratios).filter(([k]) => TARGETS[k]?.op === 'eq');
+  const series = Object.entries(r.medians).filter((e): e is [string, RunSummary] => e[1] !== null && Number.isFinite(e[1].p50));
+  const h1 = 70 + ratioRows.length * rowH + 30 + eqRows.length * 20;
+  const h2 = 70 + series.length * rowH;
+  const H = Math.max(h1, h2) + 40;
+  const out: string[] = [];
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="Helvetica, Arial, sans-serif" font-size="12">`);
+  out.push(`<rect width="${W}" height="${H}" fill="#fff"/>`);
+  out.push(`<text x="20" y="24" font-size="16" font-weight="bold">onejob benchmark ${esc(r.date.slice(0, 16).replace('T', ' '))} UTC — ${esc(String(r.machine.nproc))} CPUs, ${esc(String(r.machine.postgres).split(' on ')[0]!)}, Node ${esc(String(r.machine.node))}</text>`);
+
+  // Left: ratios as bars on a log scale from 0.1 to 100, target marked.
+  const lx = 20, lw = 560, labelW = 230, bx = lx + labelW, bw = lw - labelW - 50;
+  const logX = (v: number): number => bx + (Math.log10(Math.min(100, Math.max(0.1, v))) + 1) / 3 * bw;
+  out.push(`<text x="${lx}" y="52" font-weight="bold">Ratios (log scale; | = target; green met, red missed)</text>`);
+  for (const t of [0.1, 1, 10, 100]) {
+    out.push(`<line x1="${logX(t)}" y1="60" x2="${logX(t)}" y2="${60 + ratioRows.length * rowH}" stroke="#ddd"/>`);
+    out.push(`<text x="${logX(t)}" y="${72 + ratioRows.length * rowH}" text-anchor="middle" fill="#777">${t}×</text>`);
+  }
+  ratioRows.forEach(([k, v], i) => {
+    const t = TARGETS[k]!;
+    const y = 62 + i * rowH;
+    const ok = t.op === 'min' ? v! >= t.value : v! <= t.value;
+    out.push(`<text x="${lx}" y="${y + 15}">${esc(k)}</text>`);
+    out.push(`<rect x="${bx}" y="${y + 3}" width="${Math.max(1, logX(v!) - bx)}" height="${rowH - 8}" fill="${ok ? '#3a9a5b' : '#d0463c'}"/>`);
+    out.push(`<line x1="${logX(t.value)}" y1="${y}" x2="${logX(t.value)}" y2="${y + rowH - 2}" stroke="#000" stroke-width="2"/>`);
+    out.push(`<text x="${Math.min(logX(v!), bx + bw) + 6}" y="${y + 15}">${v}</text>`);
+  });
+  let ey = 62 + ratioRows.length * rowH + 30;
+  for (const [k, v] of eqRows) {
+    const t = TARGETS[k]!;
+    const ok = v !== null && (t.op === 'eq' ? v === t.value : v <= t.value);
+    out.push(`<text x="${lx}" y="${ey}" fill="${v === null ? '#777' : ok ? '#3a9a5b' : '#d0463c'}">${esc(k)} = ${v === null ? 'not measured' : v} (target ${t.value})</text>`);
+    ey += 20;
+  }
+
+  // Right: latency p50 (bar) and p99 (tick) per series, log scale 0.1 ms .. 10 s.
+  const rx = 620, rLabel = 300, rbx = rx + rLabel, rbw = W - rbx - 60;
+  const lat = (ms: number): number => rbx + (Math.log10(Math.min(10_000, Math.max(0.1, ms))) + 1) / 5 * rbw;
+  out.push(`<text x="${rx}" y="52" font-weight="bold">Latency: bar = p50, dark tick = p99 (ms, log scale); ops/s at right</text>`);
+  for (const t of [0.1, 1, 10, 100, 1000, 10000]) {
+    out.push(`<line x1="${lat(t)}" y1="60" x2="${lat(t)}" y2="${60 + series.length * rowH}" stroke="#ddd"/>`);
+    out.push(`<text x="${lat(t)}" y="${72 + series.length * rowH}" text-anchor="middle" fill="#777">${t}</text>`);
+  }
+  series.forEach(([k, s], i) => {
+    const y = 62 + i * rowH;
+    const color = k.includes('onejob') || k.includes('create') || k.startsWith('storm') ? '#2f6db5' : '#999';
+    out.push(`<text x="${rx}" y="${y + 15}">${esc((SERIES_LABELS[k] ?? k).slice(0, 46))}</text>`);
+    out.push(`<rect x="${rbx}" y="${y + 4}" width="${Math.max(1, lat(s.p50) - rbx)}" height="${rowH - 10}" fill="${color}"/>`);
+    out.push(`<line x1="${lat(s.p99)}" y1="${y + 1}" x2="${lat(s.p99)}" y2="${y + rowH - 3}" stroke="#222" stroke-width="2"/>`);
+    out.push(`<text x="${W - 10}" y="${y + 15}" text-anchor="end" fill="#333">${Math.round(s.rps)}</text>`);
+  });
+  out.push('</svg>');
+  return `${out.join('\n')}\n`;
+}

@@ -1,0 +1,404 @@
+/**
+ * `npm run bench` (quick, under 3 minutes) / `npm run bench -- --full`.
+ *
+ * Measures onejob side by side with its anchors in ONE run, interleaving the
+ * sides of every comparison (A, B, A, B…) so the machine's drift hits both:
+ *
+ * 1. keyed creation: `POST /v1/jobs` over HTTP (autocannon, own process) and
+ *    the store alone, against pgbench running the driver's own `jobInsert`
+ *    statement at the same concurrency; SQLite over HTTP too;
+ * 2. duplicate storm: 1,000 concurrent creates of one key vs of distinct keys;
+ * 3. gateway overhead: `POST /v1/chat/completions` through onejob vs the fake
+ *    provider directly vs the Portkey gateway;
+ * 4. provider executions under a timeout (1 s primary, 200 ms timeout, a fallback);
+ * 5. peers' keyed enqueue: pg-boss and graphile-worker vs the store vs raw `pg`.
+ *
+ * Writes bench/results/<date>.json, latest.json, latest.md and latest.svg.
+ * The peers are installed into bench/.scratch (git-ignored), never into the
+ * product's package.json.
+ */
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, freemem, totalmem, platform, release } from 'node:os';
+import { resolve } from 'node:path';
+import { runAutocannon } from './lib/autocannon.ts';
+import { BENCH_DIR, runCommand, runWorker, startServer, type Started } from './lib/child.ts';
+import { adminQuery, dbUrl, dropDatabase, recreateDatabase } from './lib/pg-admin.ts';
+import { runPgbench } from './lib/pgbench.ts';
+import { renderMarkdown, renderSvg } from './lib/report.ts';
+import { median, round, type RunSummary } from './lib/stats.ts';
+
+const FULL = process.argv.includes('--full');
+const KEEP = process.argv.includes('--keep');
+const SECONDS = FULL ? 15 : 3;
+const ROUNDS = FULL ? 3 : 2;
+const CONCURRENCY = 32;
+const STORM_N = 1000;
+const TIMEOUT_REQUESTS = FULL ? 20 : 6;
+const PEERS = { 'pg-boss': '10.4.2', 'graphile-worker': '0.17.3', '@portkey-ai/gateway': '1.15.2' } as const;
+const SCRATCH = resolve(BENCH_DIR, '.scratch');
+const DB = 'onejob_bench_main';
+const started = Date.now();
+const log = (msg: string): void => void process.stderr.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(3)}s] ${msg}\n`);
+const W = (name: string): string => resolve(BENCH_DIR, 'workers', name);
+
+type Samples = Record<string, RunSummary[]>;
+const samples: Samples = {};
+const record = (name: string, s: RunSummary): void => {
+  (samples[name] ??= []).push(s);
+  log(`${name.padEnd(26)} ${String(s.rps).padStart(9)}/s  p50 ${s.p50} ms  p99 ${s.p99} ms${s.errors ? `  errors ${s.errors}` : ''}`);
+};
+/** The median run of a series (by rate), or null. */
+const med = (name: string): RunSummary | null => {
+  const runs = samples[name];
+  if (!runs || runs.length === 0) return null;
+  const m = median(runs.map((r) => r.rps));
+  return { ...runs.reduce((best, r) => (Math.abs(r.rps - m) < Math.abs(best.rps - m) ? r : best)), rps: round(m, 1) };
+};
+
+async function ensurePeers(): Promise<void> {
+  const have = Object.keys(PEERS).every((p) => existsSync(resolve(SCRATCH, 'node_modules', p, 'package.json')));
+  if (have) return;
+  log('installing the peers into bench/.scratch (pg-boss, graphile-worker, @portkey-ai/gateway)…');
+  mkdirSync(SCRATCH, { recursive: true });
+  if (!existsSync(resolve(SCRATCH, 'package.json'))) writeFileSync(resolve(SCRATCH, 'package.json'), '{"name":"onejob-bench-peers","private":true,"version":"0.0.0"}\n');
+  await runCommand('npm', ['i', '-E', '--no-audit', '--no-fund', '--prefix', SCRATCH, ...Object.entries(PEERS).map(([n, v]) => `${n}@${v}`)]);
+}
+
+async function machine(): Promise<Record<string, unknown>> {
+  const pgVersion = (await adminQuery<{ v: string }>('SELECT version() AS v'))[0]?.v ?? '?';
+  const settings = await adminQuery<{ name: string; setting: string }>(
+    `SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit','fsync','max_connections','shared_buffers','wal_sync_method','commit_delay')`,
+  );
+  return {
+    nproc: cpus().length,
+    cpu: cpus()[0]?.model ?? '?',
+    memoryGiB: round(totalmem() / 2 ** 30, 1),
+    freeMemoryGiB: round(freemem() / 2 ** 30, 1),
+    os: `${platform()} ${release()}`,
+    node: process.version,
+    postgres: pgVersion,
+    postgresSettings: Object.fromEntries(settings.map((s) => [s.name, s.setting])),
+    sqlite: 'better-sqlite3, WAL, synchronous=FULL',
+    mode: FULL ? 'full' : 'quick',
+    secondsPerRun: SECONDS,
+    rounds: ROUNDS,
+    concurrency: CONCURRENCY,
+  };
+}
+
+const CREATE_BODY = JSON.stringify({ route: 'summarize', input: { messages: [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }] } });
+const CHAT_BODY = JSON.stringify({ model: 'summarize', messages: [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }] });
+const AUTH = { authorization: 'Bearer tok_bench', 'content-type': 'application/json' };
+
+/** Rotates `items` by `r` so each side goes first in turn. */
+const rotate = <T>(items: readonly T[], r: number): T[] => items.map((_, i) => items[(i + r) % items.length]!);
+
+// ---------------------------------------------------------------------------
+
+async function section1and5(url: string, sqliteUrl: string): Promise<void> {
+  log('1+5: keyed creation — pgbench, HTTP (PostgreSQL, SQLite), store alone, raw pg, pg-boss, graphile-worker');
+  const pgServer = await startServer<{ url: string }>(W('onejob-server.ts'), ['--db', url]);
+  const sqliteServer = await startServer<{ url: string }>(W('onejob-server.ts'), ['--db', sqliteUrl]);
+  const enqueue = (kind: string, db = url) => async (): Promise<RunSummary> =>
+    runWorker<RunSummary>(W('enqueue-load.ts'), ['--kind', kind, '--url', db, '--concurrency', String(CONCURRENCY), '--duration', String(SECONDS * 1000)]);
+  const http = (server: Started<{ url: string }>) => async (): Promise<RunSummary> =>
+    runAutocannon({
+      url: `${server.info.url}/v1/jobs`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST',
+      headers: { ...AUTH, 'idempotency-key': 'ac-[<id>]' }, body: CREATE_BODY, idReplacement: true,
+    });
+  const sides: [string, () => Promise<RunSummary>][] = [
+    ['pgbench_insert', () => runPgbench({ dbName: DB, clients: CONCURRENCY, seconds: SECONDS })],
+    ['http_create_pg', http(pgServer)],
+    ['store_create_pg', enqueue('store')],
+    ['raw_pg_insert', enqueue('raw')],
+    ['pgboss_send', enqueue('pgboss')],
+    ['graphile_add_job', enqueue('graphile')],
+    ['http_create_sqlite', http(sqliteServer)],
+  ];
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const [name, run] of rotate(sides, r)) record(name, await run());
+    }
+  } finally {
+    await pgServer.stop();
+    await sqliteServer.stop();
+  }
+}
+
+async function section2(url: string): Promise<Record<string, unknown>> {
+  log(`2: duplicate storm — ${STORM_N} concurrent creates of one key vs distinct keys (HTTP, PostgreSQL)`);
+  const server = await startServer<{ url: string }>(W('onejob-server.ts'), ['--db', url, '--pool', '10']);
+  const runs: Record<string, unknown>[] = [];
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const mode of r % 2 === 0 ? ['same', 'distinct'] : ['distinct', 'same']) {
+        const res = await runWorker<RunSummary & { key: string; statuses: Record<string, number>; distinctIds: number; callersWithId: number }>(
+          W('http-storm.ts'), ['--url', server.info.url, '--n', String(STORM_N), '--mode', mode]);
+        const rows = Number(
+          (await adminQuery<{ n: string }>(`SELECT count(*) AS n FROM jobs WHERE owner_id = 'bench' AND idempotency_key ${mode === 'same' ? `= '${res.key}'` : `LIKE '${res.key}-%'`}`, url))[0]?.n,
+        );
+        runs.push({ ...res, rows });
+        record(`storm_${mode}`, res);
+        log(`   rows ${rows}, distinct ids ${res.distinctIds}, callers with an id ${res.callersWithId}, statuses ${JSON.stringify(res.statuses)}`);
+      }
+    }
+  } finally {
+    await server.stop();
+  }
+  log('2: the same storm on the queue libraries (what the losers get back)');
+  const peers: Record<string, unknown> = {};
+  for (const kind of ['store', 'pgboss', 'graphile']) {
+    peers[kind] = await runWorker(W('peer-storm.ts'), ['--kind', kind, '--url', url, '--n', String(STORM_N)]);
+    log(`   ${kind}: ${JSON.stringify(peers[kind])}`);
+  }
+  return { runs, peers };
+}
+
+interface ChatSides {
+  fake: Started<{ url: string }>;
+  portkey: Started<{ url: string }>;
+  onejob: Started<{ url: string; chat: boolean; executor: boolean }> | null;
+}
+
+function startPortkey(): Promise<Started<{ url: string }>> {
+  return startServer<{ url: string }>(
+    resolve(SCRATCH, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js'),
+    ['--headless', '--port=0'],
+    { NODE_ENV: 'production' },
+    { tsx: false, nodeArgs: ['--import', resolve(BENCH_DIR, 'workers', 'portkey.mjs')], cwd: SCRATCH },
+  );
+}
+
+const portkeyHeaders = (config: unknown): Record<string, string> => ({ 'content-type': 'application/json', 'x-portkey-config': JSON.stringify(config) });
+
+async function section3(): Promise<Record<string, unknown>> {
+  log('3: gateway overhead — fake provider direct vs Portkey vs onejob /v1/chat/completions');
+  // A database of its own: the executor must not pick up the queued jobs of the creation runs.
+  const url = await recreateDatabase(`${DB}_chat`);
+  const fake = await startServer<{ url: string }>(W('fake-provider.ts'), ['--forget']);
+  const portkey = await startPortkey();
+  let onejob: ChatSides['onejob'] = null;
+  const notes: string[] = [];
+  try {
+    onejob = await startServer(W('onejob-server.ts'), ['--db', url, '--provider-url', fake.info.url, '--executor', '--pool', '10']);
+    if (!onejob.info.chat) notes.push('this build has no POST /v1/chat/completions yet: the onejob side was not measured');
+  } catch (e) {
+    notes.push(`onejob with an executor could not start: ${String(e).split('\n')[0]}`);
+  }
+  const pkConfig = { provider: 'openai', api_key: 'sk-bench', custom_host: `${fake.info.url}/v1` };
+  const directBody = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }] });
+  const sides: [string, () => Promise<RunSummary>][] = [
+    ['chat_direct', () => runAutocannon({ url: `${fake.info.url}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: { 'content-type': 'application/json' }, body: directBody })],
+    ['chat_portkey', () => runAutocannon({ url: `${portkey.info.url}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: portkeyHeaders(pkConfig), body: directBody })],
+  ];
+  const probe = (path: string, base: string, headers: Record<string, string>, body: string, fresh = false) => async (): Promise<RunSummary> =>
+    runWorker<RunSummary>(W('latency-probe.ts'), ['--url', base, '--path', path, '--n', String(FULL ? 3000 : 400), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
+  const probes: [string, () => Promise<RunSummary>][] = [
+    ['chat_direct_c1', probe('/v1/chat/completions', fake.info.url, { 'content-type': 'application/json' }, directBody)],
+    ['chat_portkey_c1', probe('/v1/chat/completions', portkey.info.url, portkeyHeaders(pkConfig), directBody)],
+  ];
+  if (onejob?.info.chat) {
+    const base = onejob.info.url;
+    sides.push(['chat_onejob', () => runAutocannon({ url: `${base}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: { ...AUTH, 'idempotency-key': 'chat-[<id>]' }, body: CHAT_BODY, idReplacement: true })]);
+    probes.push(['chat_onejob_c1', probe('/v1/chat/completions', base, AUTH, CHAT_BODY, true)]);
+  }
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const [name, run] of rotate(sides, r)) record(name, await run());
+      for (const [name, run] of rotate(probes, r)) record(name, await run());
+    }
+  } finally {
+    await onejob?.stop();
+    await portkey.stop();
+    await fake.stop();
+  }
+  return { notes, onejobChat: onejob?.info.chat ?? false };
+}
+
+async function countCalls(base: string): Promise<number> {
+  const res = await fetch(`${base}/calls`);
+  const body = (await res.json()) as unknown;
+  const calls = Array.isArray(body) ? body : ((body as { calls?: unknown[]; data?: unknown[] }).calls ?? (body as { data?: unknown[] }).data ?? []);
+  return calls.length;
+}
+
+async function resetCalls(base: string): Promise<void> {
+  await fetch(`${base}/reset`, { method: 'POST' });
+}
+
+async function section4(): Promise<Record<string, unknown>> {
+  log(`4: provider executions under a timeout — primary answers after 1 s, 200 ms timeout, a fallback (${TIMEOUT_REQUESTS} requests each)`);
+  const primary = await startServer<{ url: string }>(W('fake-provider.ts'), ['--delay-ms', '1000']);
+  const fallback = await startServer<{ url: string }>(W('fake-provider.ts'), []);
+  const portkey = await startPortkey();
+  const out: Record<string, unknown> = {};
+  const body = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'timeout scenario' }] });
+  const reset = async (): Promise<void> => {
+    // A reset forgets the default behaviour too: restore the primary's delay.
+    await resetCalls(primary.info.url);
+    await resetCalls(fallback.info.url);
+    await fetch(`${primary.info.url}/script`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ default: { reply: 'slow', delayMs: 1000 } }) });
+  };
+  const measure = async (name: string, send: (i: number) => Promise<{ status: number }>): Promise<void> => {
+    await reset();
+    const statuses: Record<string, number> = {};
+    await Promise.all(Array.from({ length: TIMEOUT_REQUESTS }, async (_, i) => {
+      const { status } = await send(i);
+      statuses[status] = (statuses[status] ?? 0) + 1;
+    }));
+    await new Promise((r) => setTimeout(r, 1500)); // late answers and anything still starting
+    const p = await countCalls(primary.info.url);
+    const f = await countCalls(fallback.info.url);
+    out[name] = { requests: TIMEOUT_REQUESTS, primaryCalls: p, fallbackCalls: f, providerCallsPerRequest: round((p + f) / TIMEOUT_REQUESTS, 2), statuses };
+    log(`   ${name}: ${JSON.stringify(out[name])}`);
+  };
+  const target = (u: string, extra: object = {}): object => ({ provider: 'openai', api_key: 'sk-bench', custom_host: `${u}/v1`, ...extra });
+  try {
+    const pk = (config: object) => async (): Promise<{ status: number }> => {
+      const res = await fetch(`${portkey.info.url}/v1/chat/completions`, { method: 'POST', headers: portkeyHeaders(config), body });
+      await res.arrayBuffer();
+      return { status: res.status };
+    };
+    await measure('portkey_fallback', pk({ strategy: { mode: 'fallback' }, targets: [target(primary.info.url, { request_timeout: 200 }), target(fallback.info.url)] }));
+    await measure('portkey_fallback_retries', pk({
+      strategy: { mode: 'fallback' },
+      retry: { attempts: 1, on_status_codes: [408, 429, 500, 502, 503, 504] },
+      targets: [target(primary.info.url, { request_timeout: 200 }), target(fallback.info.url)],
+    }));
+    for (const [name, hedge] of [['onejob', null], ['onejob_hedge_100ms', 100]] as const) {
+      let server: Started<{ url: string; chat: boolean }> | null = null;
+      const url = await recreateDatabase(`${DB}_timeout`);
+      try {
+        server = await startServer(W('onejob-server.ts'), [
+          '--db', url, '--provider-url', primary.info.url, '--fallback-url', fallback.info.url, '--timeout-ms', '200', '--executor', '--grace-ms', '3000',
+          ...(hedge ? ['--hedge-ms', String(hedge)] : []),
+        ]);
+      } catch (e) {
+        out[name] = { error: `could not start onejob with an executor: ${String(e).split('\n')[0]}` };
+        log(`   ${name}: ${String(out[name])}`);
+        continue;
+      }
+      const base = server.info.url;
+      const tag = `${name}-${Date.now().toString(36)}`;
+      // Through the chat endpoint when this build has it; else the jobs API with a long-poll (the same executor path).
+      const via = server.info.chat ? 'chat' : 'jobs';
+      await measure(name, async (i) => {
+        if (via === 'chat') {
+          const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { ...AUTH, 'idempotency-key': `${tag}-${i}` }, body: CHAT_BODY });
+          await res.arrayBuffer();
+          return { status: res.status };
+        }
+        const res = await fetch(`${base}/v1/jobs`, { method: 'POST', headers: { ...AUTH, 'idempotency-key': `${tag}-${i}` }, body: CREATE_BODY });
+        const job = (await res.json()) as { id: string };
+        const done = await fetch(`${base}/v1/jobs/${job.id}?wait=5`, { headers: AUTH });
+        const j = (await done.json()) as { state: string };
+        return { status: j.state === 'succeeded' ? 200 : j.state === 'unknown' ? 409 : 502 };
+      });
+      (out[name] as Record<string, unknown>).via = via === 'chat' ? 'POST /v1/chat/completions' : 'POST /v1/jobs + GET /v1/jobs/{id}?wait=5';
+      await server.stop();
+    }
+  } finally {
+    await portkey.stop();
+    await primary.stop();
+    await fallback.stop();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+
+function ratio(a: number | undefined, b: number | undefined, digits = 3): number | null {
+  if (a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0) return null;
+  return round(a / b, digits);
+}
+
+async function main(): Promise<void> {
+  await ensurePeers();
+  const info = await machine();
+  log(`machine: ${info.nproc} CPUs, ${info.memoryGiB} GiB, ${String(info.postgres).split(' on ')[0]}, Node ${info.node}; ${FULL ? 'full' : 'quick'} mode`);
+  const url = await recreateDatabase(DB);
+  const sqlitePath = resolve(SCRATCH, 'bench-sqlite.db');
+  for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
+  const sqliteUrl = `sqlite:${sqlitePath}`;
+  // Migrate once so pgbench finds the table before any server starts.
+  await runWorker(W('enqueue-load.ts'), ['--kind', 'store', '--url', url, '--concurrency', '1', '--duration', '10', '--warmup', '0']);
+
+  const errors: Record<string, string> = {};
+  const attempt = async <T>(name: string, fn: () => Promise<T>): Promise<T | null> => {
+    try {
+      return await fn();
+    } catch (e) {
+      errors[name] = String(e instanceof Error ? e.message : e).slice(0, 2000);
+      log(`${name} failed: ${errors[name]!.split('\n')[0]}`);
+      return null;
+    }
+  };
+  await attempt('create', () => section1and5(url, sqliteUrl));
+  const storm = await attempt('storm', () => section2(url));
+  const chat = await attempt('chat', () => section3());
+  const timeout = await attempt('timeout', () => section4());
+
+  const m = (n: string): RunSummary | null => med(n);
+  const stormSame = m('storm_same');
+  const stormDistinct = m('storm_distinct');
+  const stormRuns = (storm?.runs ?? []) as { mode: string; rows: number; distinctIds: number; callersWithId: number }[];
+  const sameRuns = stormRuns.filter((r) => r.mode === 'same');
+  const t = (timeout ?? {}) as Record<string, { providerCallsPerRequest?: number }>;
+  const c1 = { direct: m('chat_direct_c1'), portkey: m('chat_portkey_c1'), onejob: m('chat_onejob_c1') };
+  const addedPortkey = c1.portkey && c1.direct ? round(c1.portkey.p50 - c1.direct.p50, 3) : null;
+  const addedOnejob = c1.onejob && c1.direct ? round(c1.onejob.p50 - c1.direct.p50, 3) : null;
+  const ratios = {
+    create_http_vs_pgbench: ratio(m('http_create_pg')?.rps, m('pgbench_insert')?.rps),
+    store_vs_pgbench: ratio(m('store_create_pg')?.rps, m('pgbench_insert')?.rps),
+    store_vs_pgboss: ratio(m('store_create_pg')?.rps, m('pgboss_send')?.rps),
+    store_vs_graphile: ratio(m('store_create_pg')?.rps, m('graphile_add_job')?.rps),
+    store_vs_raw_insert: ratio(m('store_create_pg')?.rps, m('raw_pg_insert')?.rps),
+    create_http_sqlite_vs_pg: ratio(m('http_create_sqlite')?.rps, m('http_create_pg')?.rps),
+    chat_rps_vs_portkey: ratio(m('chat_onejob')?.rps, m('chat_portkey')?.rps),
+    chat_added_p50_vs_portkey: addedOnejob !== null && addedPortkey !== null ? ratio(addedOnejob, addedPortkey) : null,
+    portkey_rps_vs_direct: ratio(m('chat_portkey')?.rps, m('chat_direct')?.rps),
+    dup_storm_rows: sameRuns.length ? Math.max(...sameRuns.map((r) => r.rows)) : null,
+    dup_storm_callers_with_id: sameRuns.length ? Math.min(...sameRuns.map((r) => r.callersWithId)) : null,
+    dup_storm_p99_vs_distinct: ratio(stormSame?.p99, stormDistinct?.p99),
+    timeout_provider_calls_per_request: t.onejob?.providerCallsPerRequest ?? null,
+    timeout_provider_calls_per_request_hedged: t.onejob_hedge_100ms?.providerCallsPerRequest ?? null,
+    portkey_timeout_provider_calls_per_request: t.portkey_fallback?.providerCallsPerRequest ?? null,
+  };
+  const medians = Object.fromEntries(Object.keys(samples).map((k) => [k, m(k)]));
+  const result = {
+    date: new Date().toISOString(),
+    machine: info,
+    durability: 'PostgreSQL: synchronous_commit and fsync as shown in machine.postgresSettings (defaults: on). SQLite: WAL, synchronous=FULL. Every onejob figure is a durable commit before the answer.',
+    peers: PEERS,
+    ratios,
+    addedLatencyMs: { portkey_p50: addedPortkey, onejob_p50: addedOnejob, portkey_p99: c1.portkey && c1.direct ? round(c1.portkey.p99 - c1.direct.p99, 3) : null, onejob_p99: c1.onejob && c1.direct ? round(c1.onejob.p99 - c1.direct.p99, 3) : null },
+    medians,
+    samples,
+    storm,
+    chat,
+    timeout,
+    errors,
+    elapsedSeconds: round((Date.now() - started) / 1000, 1),
+  };
+  const dir = resolve(BENCH_DIR, 'results');
+  mkdirSync(dir, { recursive: true });
+  const stamp = result.date.replace(/[:]/g, '-').replace(/\..*/, '');
+  const json = `${JSON.stringify(result, null, 2)}\n`;
+  writeFileSync(resolve(dir, `${stamp}${FULL ? '-full' : ''}.json`), json);
+  writeFileSync(resolve(dir, 'latest.json'), json);
+  const md = renderMarkdown(result);
+  writeFileSync(resolve(dir, 'latest.md'), md);
+  writeFileSync(resolve(dir, 'latest.svg'), renderSvg(result));
+  process.stdout.write(`\n${md}\n`);
+  if (!KEEP) {
+    for (const name of [DB, `${DB}_chat`, `${DB}_timeout`]) await dropDatabase(name);
+    for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
+  }
+  log(`done in ${result.elapsedSeconds} s → bench/results/latest.{json,md,svg}`);
+}
+
+void dbUrl;
+main().catch((e) => {
+  process.stderr.write(`${e instanceof Error ? e.stack : String(e)}\n`);
+  process.exit(1);
+});
