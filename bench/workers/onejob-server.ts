@@ -15,6 +15,8 @@ import { pino } from 'pino';
 import { defineConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/build-app.ts';
 import { openStore } from '../../src/store/open-store.ts';
+import { JobStore } from '../../src/store/job-store.ts';
+import { createPostgresDriver } from '../../src/store/postgres/postgres-driver.ts';
 import { argMap, emitReady } from '../lib/child.ts';
 
 const args = argMap(process.argv.slice(2));
@@ -34,7 +36,10 @@ const config = defineConfig({
   routes: { summarize: { providers: Object.keys(providers), hedgeAfterMs: args['hedge-ms'] ? Number(args['hedge-ms']) : null } },
 });
 
-const store = await openStore(db, args.pool ? { poolSize: Number(args.pool) } : {});
+// `--pipelines N` overrides the PostgreSQL driver's group-commit setting (experiments only).
+const store = args.pipelines && db.startsWith('postgres')
+  ? new JobStore(await createPostgresDriver({ connectionString: db, max: args.pool ? Number(args.pool) : undefined, jobInsertPipelines: Number(args.pipelines) }))
+  : await openStore(db, args.pool ? { poolSize: Number(args.pool) } : {});
 await store.migrate();
 const logger = pino({ level: process.env.BENCH_SERVER_LOG ?? 'silent' });
 const app = buildApp({ store, config, logger });
