@@ -68,6 +68,7 @@ class SqliteDriver implements Driver {
     // Autocommit use: every call waits its turn behind open transactions.
     this.queries = new Proxy(raw, {
       get: (target, prop, receiver) => {
+        if (prop === 'jobInsert') return this.#insertGrouped;
         const fn = Reflect.get(target, prop, receiver) as unknown;
         if (typeof fn !== 'function') return fn;
         return (...args: unknown[]) => this.#exclusive(() => (fn as (...a: unknown[]) => Promise<unknown>).apply(target, args));
@@ -140,6 +141,53 @@ class SqliteDriver implements Driver {
     await this.#lock;
     this.#db.close();
   }
+
+  /**
+   * Group commit of autocommit `jobInsert`s: calls that arrive while another
+   * writer holds the lock wait together and are written in ONE `BEGIN
+   * IMMEDIATE … COMMIT` (one WAL sync for all of them, `synchronous = FULL`
+   * kept). Each row is its own statement, so a failing row (a CHECK, say)
+   * fails only its caller; every caller is answered after the COMMIT.
+   */
+  readonly #insertGrouped = (row: JobInsertRow): Promise<Job | null> =>
+    new Promise((resolve, reject) => {
+      this.#insertQueue.push({ row, resolve, reject });
+      if (this.#insertQueue.length > 1) return;
+      void this.#exclusive(async () => {
+        const batch = this.#insertQueue;
+        this.#insertQueue = [];
+        if (batch.length === 1) {
+          const only = batch[0]!;
+          await this.#raw.jobInsert(only.row).then(only.resolve, only.reject);
+          return;
+        }
+        const outcomes: (() => void)[] = [];
+        try {
+          this.#db.exec('BEGIN IMMEDIATE');
+          for (const p of batch) {
+            try {
+              const job = await this.#raw.jobInsert(p.row);
+              outcomes.push(() => p.resolve(job));
+            } catch (e) {
+              outcomes.push(() => p.reject(e));
+            }
+          }
+          this.#db.exec('COMMIT');
+        } catch (e) {
+          if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+          for (const p of batch) p.reject(e);
+          return;
+        }
+        for (const settle of outcomes) settle();
+      }).catch((e: unknown) => {
+        // The lock could not be taken (closed): fail whoever is still queued.
+        const left = this.#insertQueue;
+        this.#insertQueue = [];
+        for (const p of left) p.reject(e);
+      });
+    });
+
+  #insertQueue: { readonly row: JobInsertRow; readonly resolve: (j: Job | null) => void; readonly reject: (e: unknown) => void }[] = [];
 
   #exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.#lock.then(() => {
