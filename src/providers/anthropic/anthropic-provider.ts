@@ -8,19 +8,13 @@
  * 4096), `stop` becomes `stop_sequences`; `stop_reason` is mapped back to an
  * OpenAI `finish_reason`. Text content only. No retries.
  */
-import type { Dispatcher } from 'undici';
-import { attemptHeaders, mergeHeaders, ONEJOB_USER_AGENT } from '../attempt-headers.ts';
-import { contentText, invalidChatRequestReason } from '../chat-request.ts';
-import { failure, outcomeFromExchange, type CompletionParser } from '../classify-outcome.ts';
-import { createProviderAgent, postJson } from '../http-exchange.ts';
+import { contentText } from '../chat-request.ts';
+import type { CompletionParser } from '../classify-outcome.ts';
+import { HttpChatProvider, type HttpChatProviderOptions, type WireProtocol } from '../http-chat-provider.ts';
 import {
-  DEFAULT_PROVIDER_TIMEOUT_MS,
   type ChatRequest,
   type HttpProviderConfig,
   type NormalizedCompletion,
-  type Provider,
-  type ProviderOutcome,
-  type ProviderRequest,
 } from '../provider.ts';
 
 /** The Messages API version onejob speaks. */
@@ -41,62 +35,26 @@ export const ANTHROPIC_FINISH_REASONS: Readonly<Record<string, string>> = {
 };
 
 /** Options of {@link AnthropicProvider}. */
-export interface AnthropicProviderOptions {
-  /** The undici dispatcher to use; default a private agent, closed by {@link AnthropicProvider.close}. */
-  readonly dispatcher?: Dispatcher | undefined;
-}
+export type AnthropicProviderOptions = HttpChatProviderOptions;
+
+/** The Anthropic Messages wire protocol. */
+export const ANTHROPIC_PROTOCOL: WireProtocol = {
+  type: 'anthropic',
+  url: (baseUrl) => anthropicMessagesUrl(baseUrl),
+  headers: { 'anthropic-version': ANTHROPIC_VERSION },
+  authHeaders: (apiKey) => ({ 'x-api-key': apiKey }),
+  body: (input, config) => buildAnthropicRequestBody(input, config.model, config.maxOutputTokens),
+  parser: (provider, model) => anthropicCompletionParser(provider, model),
+};
 
 /**
  * An Anthropic Messages API provider.
  *
  * @example new AnthropicProvider('fallback', { type: 'anthropic', baseUrl: 'https://api.anthropic.com', apiKey, model: 'claude-sonnet-4-5' })
  */
-export class AnthropicProvider implements Provider {
-  readonly type = 'anthropic' as const;
-  readonly name: string;
-  readonly model: string;
-  readonly timeoutMs: number;
-  readonly contextWindow: number | null;
-  readonly #config: HttpProviderConfig;
-  readonly #url: URL;
-  readonly #dispatcher: Dispatcher;
-  readonly #ownsDispatcher: boolean;
-
+export class AnthropicProvider extends HttpChatProvider {
   constructor(name: string, config: HttpProviderConfig, options: AnthropicProviderOptions = {}) {
-    this.name = name;
-    this.model = config.model;
-    this.timeoutMs = config.timeoutMs ?? DEFAULT_PROVIDER_TIMEOUT_MS;
-    this.contextWindow = config.contextWindow ?? null;
-    this.#config = config;
-    this.#url = anthropicMessagesUrl(config.baseUrl);
-    this.#ownsDispatcher = options.dispatcher === undefined;
-    this.#dispatcher = options.dispatcher ?? createProviderAgent();
-  }
-
-  async call(request: ProviderRequest): Promise<ProviderOutcome> {
-    const invalid = invalidChatRequestReason(request.input);
-    const built = invalid === null ? buildAnthropicRequestBody(request.input, this.model, this.#config.maxOutputTokens) : { error: invalid };
-    if ('error' in built) {
-      return failure('invalid_input', `${this.name}: ${built.error}`, { provider: this.name, phase: 'before_send' });
-    }
-    const headers = mergeHeaders(
-      { accept: 'application/json', 'user-agent': ONEJOB_USER_AGENT, 'anthropic-version': ANTHROPIC_VERSION },
-      this.#config.apiKey ? { 'x-api-key': this.#config.apiKey } : undefined,
-      this.#config.headers,
-      attemptHeaders(request),
-    );
-    const exchange = await postJson(this.#dispatcher, {
-      url: this.#url,
-      headers,
-      body: built.body,
-      signal: request.signal,
-      onDispatched: request.onDispatched,
-    });
-    return outcomeFromExchange(exchange, this.name, anthropicCompletionParser(this.name, this.model));
-  }
-
-  async close(): Promise<void> {
-    if (this.#ownsDispatcher) await this.#dispatcher.destroy();
+    super(name, config, ANTHROPIC_PROTOCOL, options);
   }
 }
 

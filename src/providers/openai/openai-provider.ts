@@ -6,78 +6,37 @@
  * `model` and `stream: false`; `Authorization: Bearer <apiKey>` when a key is
  * configured. No retries: one call is one attempt.
  */
-import type { Dispatcher } from 'undici';
-import { attemptHeaders, mergeHeaders, ONEJOB_USER_AGENT } from '../attempt-headers.ts';
-import { failure, outcomeFromExchange, type CompletionParser } from '../classify-outcome.ts';
-import { contentText, invalidChatRequestReason } from '../chat-request.ts';
-import { createProviderAgent, postJson } from '../http-exchange.ts';
+import type { CompletionParser } from '../classify-outcome.ts';
+import { contentText } from '../chat-request.ts';
+import { HttpChatProvider, type HttpChatProviderOptions, type WireProtocol } from '../http-chat-provider.ts';
 import {
-  DEFAULT_PROVIDER_TIMEOUT_MS,
   type ChatContentPart,
   type ChatRequest,
   type HttpProviderConfig,
   type NormalizedCompletion,
-  type Provider,
-  type ProviderOutcome,
-  type ProviderRequest,
 } from '../provider.ts';
 
 /** Options of {@link OpenAIProvider}. */
-export interface OpenAIProviderOptions {
-  /** The undici dispatcher to use; default a private agent, closed by {@link OpenAIProvider.close}. */
-  readonly dispatcher?: Dispatcher | undefined;
-}
+export type OpenAIProviderOptions = HttpChatProviderOptions;
+
+/** The OpenAI Chat Completions wire protocol. */
+export const OPENAI_PROTOCOL: WireProtocol = {
+  type: 'openai',
+  url: (baseUrl) => openAIChatCompletionsUrl(baseUrl),
+  headers: {},
+  authHeaders: (apiKey) => ({ authorization: `Bearer ${apiKey}` }),
+  body: (input, config) => ({ body: buildOpenAIRequestBody(input, config.model) }),
+  parser: (provider, model) => openAICompletionParser(provider, model),
+};
 
 /**
  * An OpenAI-compatible provider.
  *
  * @example new OpenAIProvider('primary', { type: 'openai', baseUrl: 'http://127.0.0.1:11434/v1', model: 'llama3.2' })
  */
-export class OpenAIProvider implements Provider {
-  readonly type = 'openai' as const;
-  readonly name: string;
-  readonly model: string;
-  readonly timeoutMs: number;
-  readonly contextWindow: number | null;
-  readonly #config: HttpProviderConfig;
-  readonly #url: URL;
-  readonly #dispatcher: Dispatcher;
-  readonly #ownsDispatcher: boolean;
-
+export class OpenAIProvider extends HttpChatProvider {
   constructor(name: string, config: HttpProviderConfig, options: OpenAIProviderOptions = {}) {
-    this.name = name;
-    this.model = config.model;
-    this.timeoutMs = config.timeoutMs ?? DEFAULT_PROVIDER_TIMEOUT_MS;
-    this.contextWindow = config.contextWindow ?? null;
-    this.#config = config;
-    this.#url = openAIChatCompletionsUrl(config.baseUrl);
-    this.#ownsDispatcher = options.dispatcher === undefined;
-    this.#dispatcher = options.dispatcher ?? createProviderAgent();
-  }
-
-  async call(request: ProviderRequest): Promise<ProviderOutcome> {
-    const invalid = invalidChatRequestReason(request.input);
-    if (invalid !== null) {
-      return failure('invalid_input', `${this.name}: ${invalid}`, { provider: this.name, phase: 'before_send' });
-    }
-    const headers = mergeHeaders(
-      { accept: 'application/json', 'user-agent': ONEJOB_USER_AGENT },
-      this.#config.apiKey ? { authorization: `Bearer ${this.#config.apiKey}` } : undefined,
-      this.#config.headers,
-      attemptHeaders(request),
-    );
-    const exchange = await postJson(this.#dispatcher, {
-      url: this.#url,
-      headers,
-      body: buildOpenAIRequestBody(request.input, this.model),
-      signal: request.signal,
-      onDispatched: request.onDispatched,
-    });
-    return outcomeFromExchange(exchange, this.name, openAICompletionParser(this.name, this.model));
-  }
-
-  async close(): Promise<void> {
-    if (this.#ownsDispatcher) await this.#dispatcher.destroy();
+    super(name, config, OPENAI_PROTOCOL, options);
   }
 }
 
