@@ -18,7 +18,6 @@ import {
   deriveActiveJobState,
   everyProviderEligible,
   planNextProvider,
-  type EligibilityCheck,
 } from '../core/job-rules.ts';
 import { isAttemptActive, isJobTerminal, type AttemptState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, SkippedProvider } from '../core/types.ts';

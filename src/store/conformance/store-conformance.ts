@@ -297,7 +297,7 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
 
     describe('failover and doubt', () => {
       it('resolving an unknown attempt as failed moves the job to the next provider', async () => {
-        const { jobId, attempt } = await runningJob('resolve-failed');
+        const { attempt } = await runningJob('resolve-failed');
         await store.markUnknown({ ownerId: OWNER, attemptId: attempt.id, ...fenceOf(attempt), reason: { code: 'deadline_exceeded', message: 't' } });
         const r = await store.settleAttempt({ ownerId: OWNER, attemptId: attempt.id, outcome: { state: 'failed', error: { code: 'resolved', message: 'provider says it never ran' } } });
         expect(r.attempt.state).toBe('failed');
