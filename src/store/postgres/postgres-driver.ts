@@ -23,6 +23,7 @@ import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
 import { JobInsertBatcher } from './job-insert-batcher.ts';
+import { attemptListByJobBatcher, jobGetByKeyBatcher } from './read-batcher.ts';
 import type { Queryable } from './queryable.ts';
 
 /** Options of {@link createPostgresDriver}. */
@@ -186,7 +187,19 @@ export class PostgresDriver implements Driver {
     const pipelines = Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10);
     if (pipelines > 0) {
       const batcher = new JobInsertBatcher(autocommit, { maxInFlight: pipelines, isConnectionError: (e) => isConnectionError(e) || e instanceof OnejobError });
-      this.queries = { ...queriesOn(autocommit), jobInsert: (row) => batcher.insert(row) };
+      // The reads every replay makes (by key, then the attempts) are coalesced the same way.
+      const byKey = jobGetByKeyBatcher(autocommit, pipelines);
+      const attemptsOf = attemptListByJobBatcher(autocommit, pipelines);
+      this.queries = {
+        ...queriesOn(autocommit),
+        jobInsert: (row) => batcher.insert(row),
+        // Callers sharing one read each get their own copy.
+        jobGetByKey: async (ownerId, key) => {
+          const job = await byKey.get([ownerId, key]);
+          return job && { ...job };
+        },
+        attemptListByJob: async (ownerId, jobId) => (await attemptsOf.get([ownerId, jobId])).map((a) => ({ ...a })),
+      };
     } else {
       this.queries = queriesOn(autocommit);
     }

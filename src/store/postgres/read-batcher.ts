@@ -1,0 +1,150 @@
+/**
+ * Coalesced autocommit reads (PostgreSQL): a hot read that many callers issue
+ * at once (1,000 replays of one Idempotency-Key all read the job by key and
+ * its attempts) leaves as one statement per batch instead of one per caller.
+ *
+ * At most `maxInFlight` statements are on the wire; calls arriving meanwhile
+ * wait in a queue and are sent together, identical keys once. A read is
+ * always SENT after its call was made, so it sees everything committed before
+ * the call, exactly like the single statement it replaces (a batch never
+ * reuses a statement that was already running when the call arrived). A
+ * batch of one runs the single-row query as before. If a batched statement
+ * fails, each call is retried alone, so an error reaches only its caller.
+ */
+import type { Attempt, Job } from '../../core/types.ts';
+import { attemptListByJob } from './attempt-queries.ts';
+import { jobGetByKey } from './job-queries.ts';
+import type { Queryable } from './queryable.ts';
+import { ATTEMPT_COLUMNS, attemptFromRow, JOB_COLUMNS, jobFromRow, type AttemptRow, type JobRow } from './row-mappers.ts';
+
+/** Options of {@link ReadBatcher}. */
+export interface ReadBatcherOptions<K, V> {
+  /** A stable string for a key (equal keys share one read). */
+  readonly keyOf: (key: K) => string;
+  /** The single-key query. */
+  readonly one: (key: K) => Promise<V>;
+  /** The many-key query: a result for every key given (by `keyOf`). */
+  readonly many: (keys: readonly K[]) => Promise<Map<string, V>>;
+  /** Most statements on the wire at once. Default 2. */
+  readonly maxInFlight?: number | undefined;
+  /** Most distinct keys in one statement. Default 500. */
+  readonly maxBatch?: number | undefined;
+}
+
+interface Waiter<V> {
+  readonly resolve: (v: V) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+/** See the module comment. */
+export class ReadBatcher<K, V> {
+  readonly #o: Required<ReadBatcherOptions<K, V>>;
+  /** Keys not yet sent, in arrival order, with their waiters. */
+  #queue = new Map<string, { key: K; waiters: Waiter<V>[] }>();
+  #inFlight = 0;
+
+  constructor(options: ReadBatcherOptions<K, V>) {
+    this.#o = { ...options, maxInFlight: Math.max(1, options.maxInFlight ?? 2), maxBatch: Math.max(1, options.maxBatch ?? 500) };
+  }
+
+  get(key: K): Promise<V> {
+    return new Promise((resolve, reject) => {
+      const k = this.#o.keyOf(key);
+      const entry = this.#queue.get(k);
+      if (entry) entry.waiters.push({ resolve, reject });
+      else this.#queue.set(k, { key, waiters: [{ resolve, reject }] });
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (this.#inFlight < this.#o.maxInFlight && this.#queue.size > 0) {
+      const batch: [string, { key: K; waiters: Waiter<V>[] }][] = [];
+      for (const e of this.#queue) {
+        batch.push(e);
+        if (batch.length >= this.#o.maxBatch) break;
+      }
+      for (const [k] of batch) this.#queue.delete(k);
+      this.#inFlight++;
+      void this.#run(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  async #run(batch: readonly [string, { key: K; waiters: Waiter<V>[] }][]): Promise<void> {
+    const settleOne = async (key: K, waiters: readonly Waiter<V>[]): Promise<void> => {
+      try {
+        const v = await this.#o.one(key);
+        for (const w of waiters) w.resolve(v);
+      } catch (e) {
+        for (const w of waiters) w.reject(e);
+      }
+    };
+    if (batch.length === 1) {
+      const [, { key, waiters }] = batch[0]!;
+      await settleOne(key, waiters);
+      return;
+    }
+    let results: Map<string, V>;
+    try {
+      results = await this.#o.many(batch.map(([, e]) => e.key));
+    } catch {
+      await Promise.all(batch.map(([, e]) => settleOne(e.key, e.waiters)));
+      return;
+    }
+    for (const [k, e] of batch) {
+      const v = results.get(k) as V;
+      for (const w of e.waiters) w.resolve(v);
+    }
+  }
+}
+
+// ---- the coalesced reads of the driver -------------------------------------
+
+
+/** Many `jobGetByKey`s in one statement. */
+export const JOB_GET_BY_KEYS_SQL = {
+  name: 'onejob_job_get_by_keys',
+  text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE (owner_id, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+} as const;
+
+/** Many `attemptListByJob`s in one statement. */
+export const ATTEMPT_LIST_BY_JOB_PAIRS_SQL = {
+  name: 'onejob_attempt_list_by_job_pairs',
+  text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE (owner_id, job_id) IN (SELECT * FROM unnest($1::text[], $2::text[])) ORDER BY owner_id, job_id, number`,
+} as const;
+
+type Pair = readonly [string, string];
+const pairKey = (p: Pair): string => `${p[0].length}:${p[0]}\u0000${p[1]}`;
+
+/** `jobGetByKey` coalesced over `db` (autocommit only). */
+export function jobGetByKeyBatcher(db: Queryable, maxInFlight?: number): ReadBatcher<Pair, Job | null> {
+  return new ReadBatcher<Pair, Job | null>({
+    keyOf: pairKey,
+    maxInFlight,
+    one: ([ownerId, key]) => jobGetByKey(db, ownerId, key),
+    many: async (pairs) => {
+      const res = await db.query<JobRow>({ ...JOB_GET_BY_KEYS_SQL, values: [pairs.map((p) => p[0]), pairs.map((p) => p[1])] });
+      const out = new Map<string, Job | null>(pairs.map((p) => [pairKey(p), null]));
+      for (const r of res.rows) out.set(pairKey([r.owner_id, r.idempotency_key]), jobFromRow(r));
+      return out;
+    },
+  });
+}
+
+/** `attemptListByJob` coalesced over `db` (autocommit only). */
+export function attemptListByJobBatcher(db: Queryable, maxInFlight?: number): ReadBatcher<Pair, Attempt[]> {
+  return new ReadBatcher<Pair, Attempt[]>({
+    keyOf: pairKey,
+    maxInFlight,
+    one: ([ownerId, jobId]) => attemptListByJob(db, ownerId, jobId),
+    many: async (pairs) => {
+      const res = await db.query<AttemptRow>({ ...ATTEMPT_LIST_BY_JOB_PAIRS_SQL, values: [pairs.map((p) => p[0]), pairs.map((p) => p[1])] });
+      const out = new Map<string, Attempt[]>(pairs.map((p) => [pairKey(p), []]));
+      for (const r of res.rows) out.get(pairKey([r.owner_id, r.job_id]))?.push(attemptFromRow(r));
+      return out;
+    },
+  });
+}
