@@ -1,0 +1,432 @@
+/**
+ * The chaos checker: reads what clients were told (histories), what the
+ * database holds (jobs, attempts, the event log) and what the fake providers
+ * received (their call logs), and reports every broken promise of
+ * CONTRACT §2–3 as a {@link Violation} with the job and a history excerpt.
+ *
+ * Pure: {@link checkRun} takes a {@link CheckInput} and returns a report, so
+ * it is unit-tested on synthetic histories (test/chaos/checker.test.ts) with
+ * one planted violation of each kind.
+ */
+import canonicalizeImport from 'canonicalize';
+import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from './records.ts';
+
+/** The kinds of violation the checker reports; each is one promise. */
+export const VIOLATION_KINDS = [
+  /** More than one job for one (owner, key), or clients told different ids for it. */
+  'duplicate_job',
+  /** A key answered 201 (created) more than once. */
+  'created_twice',
+  /** A client was told about a job id that does not exist (or not with that owner and key). */
+  'job_missing',
+  /** `409 idempotency_key_reused` although the request equals the stored one. */
+  'bad_conflict',
+  /** A replay (200/201) although the request differs from the stored one. */
+  'missed_conflict',
+  /** More than one succeeded attempt in a job, or `completed_by` not naming its one winner. */
+  'two_winners',
+  /** The job's result is not the winning attempt's output. */
+  'result_mismatch',
+  /** A terminal job was later seen (or stored) with another state, winner or result. */
+  'result_changed',
+  /** An attempt started while another of its job was starting or unknown (or running, without a hedge). */
+  'attempt_overlap',
+  /** A provider executed a job more often than it has attempts (or one attempt twice). */
+  'extra_execution',
+  /** A timeout, lease expiry or other ambiguous outcome recorded as `failed`. */
+  'timeout_failed',
+  /** Another owner's job was readable. */
+  'cross_owner',
+] as const;
+export type ViolationKind = (typeof VIOLATION_KINDS)[number];
+
+/** One broken promise. */
+export interface Violation {
+  /** A {@link ViolationKind}, or `fuzz_<finding>` for the fuzzer's findings merged by the runner. */
+  readonly kind: ViolationKind | `fuzz_${string}`;
+  readonly jobId: string | null;
+  readonly message: string;
+  /** The history entries (and other records) that show it, oldest first. */
+  readonly excerpt: readonly unknown[];
+}
+
+/** What {@link checkRun} found. */
+export interface CheckReport {
+  readonly operations: number;
+  readonly faults: number;
+  readonly violations: readonly Violation[];
+  /** Counts worth knowing that are not violations (5xx answers, unknown jobs left, …). */
+  readonly notes: Readonly<Record<string, number>>;
+}
+
+const TERMINAL_JOB = new Set(['succeeded', 'failed', 'cancelled']);
+/** Provider error codes that mean "maybe executed": never a `failed` attempt by an executor. */
+const AMBIGUOUS_CODES = new Set([
+  'aborted_after_send', 'connection_lost', 'provider_server_error', 'malformed_response',
+  'lease_expired', 'timeout', 'deadline_exceeded', 'attempt_timeout',
+]);
+/** Fake-provider call results after which a `failed` attempt is legitimate (nothing was executed). */
+const DEFINITE_FAILURE_STATUS = (status: number | null): boolean =>
+  status !== null && status >= 300 && status < 600 && status !== 409 && (status < 500 || status === 503 || status === 529 || status === 501 || status === 505);
+
+/** RFC 8785 canonical JSON (the package's types do not describe its default export as callable). */
+const canonicalize = canonicalizeImport as unknown as (value: unknown) => string | undefined;
+
+function canon(value: unknown): string {
+  return canonicalize(value === undefined ? null : value) ?? 'undefined';
+}
+
+/** The canonical request of a create: what the store fingerprints. */
+function requestCanon(body: unknown): string {
+  const b = (body ?? {}) as { route?: unknown; input?: unknown; metadata?: unknown };
+  return canon({ route: b.route ?? null, input: b.input ?? null, metadata: b.metadata ?? null });
+}
+
+function storedCanon(job: DbJob): string {
+  return canon({ route: job.route, input: job.input, metadata: job.metadata ?? null });
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((p) => (typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : '')).join('');
+}
+
+/** What the fake replied to a call: its scripted reply, else the last user message (an echo). */
+export function fakeReplyText(call: ProviderCall): string {
+  const reply = call.behaviour?.reply;
+  if (reply !== undefined) return typeof reply === 'string' ? reply : JSON.stringify(reply);
+  const messages = (call.body as { messages?: unknown } | null)?.messages;
+  if (!Array.isArray(messages)) return '';
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as { role?: unknown; content?: unknown } | null;
+    if (m?.role === 'user') return contentText(m.content);
+  }
+  return '';
+}
+
+interface Observation {
+  readonly entry: HistoryEntry;
+  readonly jobId: string;
+  readonly state: string;
+  readonly completedBy: string | null;
+  readonly result: string;
+}
+
+/** Job bodies carried by an answer: the job itself, `job` of a resolve, `data` of a list. */
+function jobsIn(entry: HistoryEntry): { id: string; state: string; completed_by: unknown; result: unknown }[] {
+  if (entry.status === null || entry.status >= 300) return [];
+  const r = entry.response as Record<string, unknown> | null | undefined;
+  if (r === null || typeof r !== 'object') return [];
+  const isJob = (x: unknown): x is { id: string; state: string; completed_by: unknown; result: unknown } =>
+    typeof x === 'object' && x !== null && typeof (x as { id?: unknown }).id === 'string' && (x as { id: string }).id.startsWith('job_') && typeof (x as { state?: unknown }).state === 'string';
+  if (entry.op === 'list' && Array.isArray(r.data)) return r.data.filter(isJob);
+  if (entry.op === 'resolve') return isJob(r.job) ? [r.job] : [];
+  if (entry.op === 'create' || entry.op === 'get' || entry.op === 'cancel' || entry.op === 'peek') return isJob(r) ? [r] : [];
+  return [];
+}
+
+/** The compact form of a history entry for an excerpt. */
+export function brief(entry: HistoryEntry): Record<string, unknown> {
+  const r = entry.response as Record<string, unknown> | undefined;
+  const job = (entry.op === 'resolve' ? r?.job : r) as Record<string, unknown> | undefined;
+  return {
+    h: entry.id, client: entry.client, owner: entry.owner, op: entry.op, req: `${entry.method} ${entry.path}`,
+    ...(entry.key === undefined ? {} : { key: entry.key }),
+    ...(entry.body === undefined ? {} : { body: entry.body }),
+    sent: Math.round(entry.sentAt), recv: Math.round(entry.recvAt), status: entry.status ?? entry.outcome,
+    ...(r?.code === undefined ? {} : { code: r.code }),
+    ...(job?.id === undefined ? {} : { job: job.id, state: job.state, completed_by: job.completed_by, result: job.result }),
+    ...(entry.op === 'resolve' && r?.state !== undefined ? { attempt_state: r.state } : {}),
+  };
+}
+
+/**
+ * Checks one run. Never throws on odd data: anything it cannot make sense of
+ * is itself reported.
+ *
+ * @example const report = checkRun(input); console.log(formatReport(report));
+ */
+export function checkRun(input: CheckInput): CheckReport {
+  const violations: Violation[] = [];
+  const notes: Record<string, number> = {};
+  const note = (name: string, n = 1): void => {
+    notes[name] = (notes[name] ?? 0) + n;
+  };
+  const add = (kind: ViolationKind, jobId: string | null, message: string, excerpt: readonly unknown[]): void => {
+    violations.push({ kind, jobId, message, excerpt: excerpt.slice(0, 8) });
+  };
+
+  const { db } = input;
+  const jobsById = new Map<string, DbJob>();
+  const jobsByKey = new Map<string, DbJob[]>();
+  for (const j of db.jobs) {
+    jobsById.set(j.id, j);
+    const k = `${j.owner_id}\u0000${j.idempotency_key}`;
+    jobsByKey.set(k, [...(jobsByKey.get(k) ?? []), j]);
+  }
+  const attemptsByJob = new Map<string, DbAttempt[]>();
+  const attemptsById = new Map<string, DbAttempt>();
+  for (const a of db.attempts) {
+    attemptsById.set(a.id, a);
+    attemptsByJob.set(a.job_id, [...(attemptsByJob.get(a.job_id) ?? []), a]);
+  }
+  const historyByJob = new Map<string, HistoryEntry[]>();
+  const historyByKey = new Map<string, HistoryEntry[]>();
+  const remember = (map: Map<string, HistoryEntry[]>, k: string, e: HistoryEntry): void => {
+    const list = map.get(k) ?? [];
+    if (!list.includes(e)) list.push(e);
+    map.set(k, list);
+  };
+  for (const e of input.history) {
+    if (e.key !== undefined) remember(historyByKey, `${e.owner}\u0000${e.key}`, e);
+    if (e.jobId !== undefined) remember(historyByJob, e.jobId, e);
+    for (const j of jobsIn(e)) remember(historyByJob, j.id, e);
+    const conflictJob = (e.response as { job_id?: unknown } | undefined)?.job_id;
+    if (typeof conflictJob === 'string') remember(historyByJob, conflictJob, e);
+    if (e.status !== null && e.status >= 500) note(`answers_${e.status}`);
+    if (e.outcome !== 'answered') note(`no_answer_${e.outcome}`);
+  }
+  const excerptOf = (jobId: string | null, extra: readonly unknown[] = []): unknown[] => {
+    const hs = jobId === null ? [] : (historyByJob.get(jobId) ?? []);
+    return [...extra, ...hs.slice(0, 8 - Math.min(extra.length, 4)).map(brief)];
+  };
+
+  // 1. One job per (owner, key); every id a client was told exists; 201 once; conflicts only for changed input.
+  for (const [k, jobs] of jobsByKey) {
+    if (jobs.length > 1) {
+      add('duplicate_job', jobs[0]!.id, `${jobs.length} jobs for owner ${jobs[0]!.owner_id} key ${jobs[0]!.idempotency_key}: ${jobs.map((j) => j.id).join(', ')}`, (historyByKey.get(k) ?? []).map(brief));
+    }
+  }
+  for (const [k, entries] of historyByKey) {
+    const creates = entries.filter((e) => e.op === 'create' && e.status !== null);
+    const stored = jobsByKey.get(k)?.[0];
+    const toldIds = new Set<string>();
+    let created = 0;
+    for (const e of creates) {
+      const r = e.response as { id?: unknown; code?: unknown; job_id?: unknown } | undefined;
+      if ((e.status === 200 || e.status === 201) && typeof r?.id === 'string') {
+        toldIds.add(r.id);
+        if (e.status === 201) created++;
+        if (stored === undefined) {
+          add('job_missing', r.id, `client ${e.client} was told job ${r.id} for key ${e.key}, but no job exists for (${e.owner}, ${e.key})`, [brief(e)]);
+        } else if (stored.id !== r.id) {
+          // reported below as duplicate_job (the ids disagree)
+        } else if (requestCanon(e.body) !== storedCanon(stored)) {
+          add('missed_conflict', stored.id, `answered ${e.status} (same job) to a request whose body differs from the stored one`, excerptOf(stored.id, [brief(e), { stored: JSON.parse(storedCanon(stored)) }]));
+        }
+      } else if (e.status === 409 && r?.code === 'idempotency_key_reused') {
+        if (stored === undefined) {
+          add('job_missing', typeof r.job_id === 'string' ? r.job_id : null, `409 idempotency_key_reused for (${e.owner}, ${e.key}) but no such job exists`, [brief(e)]);
+        } else if (requestCanon(e.body) === storedCanon(stored)) {
+          add('bad_conflict', stored.id, `409 idempotency_key_reused although the request equals the stored one`, excerptOf(stored.id, [brief(e)]));
+        }
+      }
+    }
+    if (toldIds.size > 1 || (stored !== undefined && toldIds.size === 1 && !toldIds.has(stored.id))) {
+      add('duplicate_job', stored?.id ?? [...toldIds][0] ?? null, `clients were told ${toldIds.size} different ids for one (owner, key) [${[...toldIds].join(', ')}]; stored: ${stored?.id ?? 'none'}`, creates.map(brief));
+    }
+    if (created > 1) {
+      add('created_twice', stored?.id ?? null, `key ${creates[0]?.key} answered 201 Created ${created} times`, creates.filter((e) => e.status === 201).map(brief));
+    }
+  }
+  for (const e of input.history) {
+    for (const j of jobsIn(e)) {
+      const stored = jobsById.get(j.id);
+      if (stored === undefined) add('job_missing', j.id, `client ${e.client} was shown job ${j.id}, which does not exist`, [brief(e)]);
+      else if (stored.owner_id !== e.owner) add('cross_owner', j.id, `owner ${e.owner} was shown job ${j.id} of owner ${stored.owner_id}`, [brief(e)]);
+    }
+    if (e.op === 'peek' && e.status !== null && e.status < 300) {
+      add('cross_owner', e.jobId ?? null, `owner ${e.owner} read another owner's job (${e.status}), expected 404`, [brief(e)]);
+    }
+  }
+
+  // 2. At most one winner; the result is the winner's output.
+  const resolvedResults = new Map<string, unknown[]>();
+  const resolvedFailed = new Set<string>();
+  for (const e of input.history) {
+    if (e.op !== 'resolve' || e.attemptId === undefined) continue;
+    const b = e.body as { state?: string; result?: unknown } | undefined;
+    if (b?.state === 'succeeded') resolvedResults.set(e.attemptId, [...(resolvedResults.get(e.attemptId) ?? []), b.result]);
+    if (b?.state === 'failed') resolvedFailed.add(e.attemptId);
+  }
+  const callsByKeyAfter = new Map<string, ProviderCall[]>();
+  for (const c of input.callsAfter) {
+    if (c.idempotencyKey === null) continue;
+    callsByKeyAfter.set(c.idempotencyKey, [...(callsByKeyAfter.get(c.idempotencyKey) ?? []), c]);
+  }
+  for (const job of db.jobs) {
+    const attempts = attemptsByJob.get(job.id) ?? [];
+    const winners = attempts.filter((a) => a.state === 'succeeded');
+    if (winners.length > 1) {
+      add('two_winners', job.id, `${winners.length} succeeded attempts: ${winners.map((a) => `#${a.number} ${a.id}`).join(', ')}`, excerptOf(job.id));
+      continue;
+    }
+    if (job.state === 'succeeded') {
+      const winner = job.completed_by === null ? undefined : attemptsById.get(job.completed_by);
+      if (winner === undefined || winner.job_id !== job.id || winner.state !== 'succeeded') {
+        add('two_winners', job.id, `job succeeded with completed_by ${job.completed_by}, which is not its succeeded attempt (${winners[0]?.id ?? 'none'})`, excerptOf(job.id));
+        continue;
+      }
+      const candidates: { from: string; ok: boolean }[] = [];
+      for (const given of resolvedResults.get(winner.id) ?? []) candidates.push({ from: 'resolve', ok: canon(given) === canon(job.result) });
+      for (const call of callsByKeyAfter.get(`${job.id}:${winner.number}`) ?? []) {
+        if (call.result !== 'replied' && call.result !== 'raw') continue;
+        const r = job.result as { content?: unknown; provider?: unknown } | null;
+        candidates.push({ from: `call ${call.provider}#${call.seq}`, ok: r !== null && typeof r === 'object' && r.content === fakeReplyText(call) && r.provider === winner.provider });
+      }
+      if (!candidates.some((c) => c.ok)) {
+        const replies = (callsByKeyAfter.get(`${job.id}:${winner.number}`) ?? []).map((c) => ({ call: `${c.provider}#${c.seq}`, result: c.result, reply: fakeReplyText(c) }));
+        add('result_mismatch', job.id, `result ${canon(job.result)} is not the output of winner #${winner.number} ${winner.id} (candidates: ${candidates.map((c) => c.from).join(', ') || 'none'})`, excerptOf(job.id, [{ provider_replies: replies, resolved_with: resolvedResults.get(winner.id) ?? [] }]));
+      }
+    } else if (job.completed_by !== null || winners.length > 0) {
+      add('two_winners', job.id, `job is ${job.state} but completed_by=${job.completed_by} and ${winners.length} attempt(s) succeeded`, excerptOf(job.id));
+    }
+  }
+
+  // 3. No result changed after the job became terminal (client observations over time, then the database).
+  const observations = new Map<string, Observation[]>();
+  for (const e of input.history) {
+    for (const j of jobsIn(e)) {
+      const o: Observation = { entry: e, jobId: j.id, state: j.state, completedBy: (j.completed_by as string | null) ?? null, result: canon(j.result) };
+      observations.set(j.id, [...(observations.get(j.id) ?? []), o]);
+    }
+  }
+  for (const [jobId, obs] of observations) {
+    const terminal = obs.filter((o) => TERMINAL_JOB.has(o.state)).sort((a, b) => a.entry.recvAt - b.entry.recvAt);
+    const first = terminal[0];
+    if (first === undefined) continue;
+    const same = (o: { state: string; completedBy: string | null; result: string }): boolean =>
+      o.state === first.state && o.completedBy === first.completedBy && o.result === first.result;
+    const bad = obs.find((o) => o !== first && (TERMINAL_JOB.has(o.state) ? !same(o) : o.entry.sentAt > first.entry.recvAt));
+    if (bad !== undefined) {
+      add('result_changed', jobId, `job was ${first.state} (completed_by ${first.completedBy}, result ${first.result}) at h${first.entry.id}, later seen ${bad.state} (completed_by ${bad.completedBy}, result ${bad.result}) at h${bad.entry.id}`, [brief(first.entry), brief(bad.entry)]);
+      continue;
+    }
+    const stored = jobsById.get(jobId);
+    if (stored !== undefined && !same({ state: stored.state, completedBy: stored.completed_by, result: canon(stored.result) })) {
+      add('result_changed', jobId, `job was seen ${first.state} (result ${first.result}) at h${first.entry.id}, the database now says ${stored.state} (result ${canon(stored.result)})`, [brief(first.entry), { stored: { state: stored.state, completed_by: stored.completed_by, result: stored.result } }]);
+    }
+  }
+
+  // 4. No attempt started while another of its job was starting or unknown (event log, by id).
+  const eventsByJob = new Map<string, DbEvent[]>();
+  for (const ev of [...db.events].sort((a, b) => a.id - b.id)) eventsByJob.set(ev.job_id, [...(eventsByJob.get(ev.job_id) ?? []), ev]);
+  const hedged = new Set(input.hedgedRoutes);
+  const ATTEMPT_END = new Set(['attempt.succeeded', 'attempt.failed', 'attempt.cancelled', 'attempt.superseded']);
+  for (const [jobId, events] of eventsByJob) {
+    const job = jobsById.get(jobId);
+    const state = new Map<string, string>();
+    // One transaction's events share one timestamp; the store writes a failover's
+    // `attempt.started` before the failure that caused it, so within a batch the
+    // endings are applied first.
+    const batches: DbEvent[][] = [];
+    for (const ev of events) {
+      const last = batches[batches.length - 1];
+      if (last !== undefined && last[0]!.at === ev.at) last.push(ev);
+      else batches.push([ev]);
+    }
+    for (const batch of batches) {
+      const ordered = [...batch.filter((e) => ATTEMPT_END.has(e.type)), ...batch.filter((e) => !ATTEMPT_END.has(e.type))];
+      for (const ev of ordered) {
+        const a = ev.attempt_id;
+        if (a === null) continue;
+        if (ev.type === 'attempt.started') {
+          const kind = String(ev.data.kind ?? attemptsById.get(a)?.kind ?? '?');
+          const blockers = [...state].filter(([other, s]) => other !== a && (s === 'starting' || s === 'unknown'));
+          const running = [...state].filter(([other, s]) => other !== a && s === 'running');
+          const hedgeOk = job !== undefined && hedged.has(job.route) && (kind === 'hedge' || kind === 'manual');
+          if (blockers.length > 0 || (running.length > 0 && !hedgeOk)) {
+            const why = [...blockers, ...(hedgeOk ? [] : running)].map(([other, s]) => `${other} was ${s}`).join(', ');
+            add('attempt_overlap', jobId, `attempt ${a} (${kind}) started at event ${ev.id} while ${why}`, excerptOf(jobId, [{ events: events.filter((x) => x.id <= ev.id).slice(-8).map((x) => `${x.id} ${x.type} ${x.attempt_id ?? ''} ${JSON.stringify(x.data)}`) }]));
+          }
+          state.set(a, 'starting');
+        } else if (ev.type === 'attempt.running') {
+          if (state.get(a) === 'starting' || !state.has(a)) state.set(a, 'running');
+        } else if (ev.type === 'attempt.unknown') {
+          state.set(a, 'unknown');
+        } else if (ATTEMPT_END.has(ev.type)) {
+          const before = state.get(a);
+          const actor = String(ev.data.actor ?? '');
+          const code = (ev.data.error as { code?: unknown } | undefined)?.code;
+          if (ev.type === 'attempt.failed' && actor !== 'api') {
+            if (before === 'unknown') {
+              add('timeout_failed', jobId, `attempt ${a} went unknown → failed by ${actor} (event ${ev.id}); only a resolve may decide an attempt in doubt`, excerptOf(jobId));
+            } else if (typeof code === 'string' && AMBIGUOUS_CODES.has(code)) {
+              add('timeout_failed', jobId, `attempt ${a} recorded failed with the ambiguous code ${code} by ${actor} (event ${ev.id})`, excerptOf(jobId));
+            }
+          }
+          state.set(a, 'done');
+        }
+      }
+    }
+  }
+
+  // 5. Provider executions per job never exceed its attempts; each attempt at most once, on its own provider.
+  const callsByJob = new Map<string, ProviderCall[]>();
+  for (const c of input.callsBefore) {
+    const m = c.idempotencyKey === null ? null : /^(job_[^:]+):(\d+)$/.exec(c.idempotencyKey);
+    if (m === null) {
+      note('calls_without_onejob_key');
+      continue;
+    }
+    callsByJob.set(m[1]!, [...(callsByJob.get(m[1]!) ?? []), c]);
+  }
+  for (const [jobId, calls] of callsByJob) {
+    const attempts = attemptsByJob.get(jobId) ?? [];
+    const callList = calls.map((c) => ({ call: `${c.provider}#${c.seq}`, key: c.idempotencyKey, result: c.result, status: c.status }));
+    if (calls.length > attempts.length) {
+      add('extra_execution', jobId, `${calls.length} provider calls for a job with ${attempts.length} attempt(s)`, excerptOf(jobId, [{ calls: callList }]));
+      continue;
+    }
+    const perKey = new Map<string, number>();
+    for (const c of calls) perKey.set(c.idempotencyKey!, (perKey.get(c.idempotencyKey!) ?? 0) + 1);
+    for (const [key, n] of perKey) {
+      const number = Number(key.slice(key.lastIndexOf(':') + 1));
+      const attempt = attempts.find((a) => a.number === number);
+      if (n > 1) add('extra_execution', jobId, `attempt ${key} was executed ${n} times`, excerptOf(jobId, [{ calls: callList }]));
+      else if (attempt === undefined) add('extra_execution', jobId, `a provider executed ${key}, but the job has no attempt #${number}`, excerptOf(jobId, [{ calls: callList }]));
+      else if (calls.some((c) => c.idempotencyKey === key && c.provider !== attempt.provider)) {
+        add('extra_execution', jobId, `attempt ${key} is for ${attempt.provider} but was executed by another provider`, excerptOf(jobId, [{ calls: callList }]));
+      }
+    }
+  }
+
+  // 6. No timeout ever `failed`: a failed attempt needs a definite refusal, an error before sending, or a resolve.
+  for (const a of db.attempts) {
+    if (a.state !== 'failed' || resolvedFailed.has(a.id)) continue;
+    const code = a.error?.code;
+    if (typeof code === 'string' && AMBIGUOUS_CODES.has(code)) {
+      add('timeout_failed', a.job_id, `attempt ${a.id} (#${a.number}) is failed with the ambiguous code ${code}`, excerptOf(a.job_id, [{ attempt: a }]));
+      continue;
+    }
+    const calls = callsByKeyAfter.get(`${a.job_id}:${a.number}`) ?? [];
+    const maybeExecuted = calls.filter((c) => !(c.result === 'rejected' || (c.result === 'error' && DEFINITE_FAILURE_STATUS(c.status))));
+    const failedByApi = (eventsByJob.get(a.job_id) ?? []).some((ev) => ev.attempt_id === a.id && ev.type === 'attempt.failed' && ev.data.actor === 'api');
+    if (maybeExecuted.length > 0 && !failedByApi) {
+      add('timeout_failed', a.job_id, `attempt ${a.id} (#${a.number}) is failed (${code}) but the provider may have executed it (${maybeExecuted.map((c) => `${c.result}${c.status === null ? '' : ` ${c.status}`}`).join(', ')})`, excerptOf(a.job_id, [{ attempt: a, calls: maybeExecuted.map((c) => ({ seq: c.seq, result: c.result, status: c.status, behaviour: c.behaviour })) }]));
+    }
+  }
+
+  for (const j of db.jobs) note(`jobs_${j.state}`);
+  note('superseded_attempts', db.attempts.filter((a) => a.state === 'superseded').length);
+  return { operations: input.history.length, faults: input.faults.length, violations, notes };
+}
+
+/**
+ * The report as text: each violation with its excerpt, the notes, then exactly
+ * one last line `operations: N, faults: M, violations: V`.
+ */
+export function formatReport(report: CheckReport): string {
+  const lines: string[] = [];
+  for (const [i, v] of report.violations.entries()) {
+    lines.push(`VIOLATION ${i + 1} [${v.kind}] job ${v.jobId ?? '-'}: ${v.message}`);
+    for (const x of v.excerpt) lines.push(`    ${JSON.stringify(x)}`);
+  }
+  const notes = Object.entries(report.notes).sort(([a], [b]) => a.localeCompare(b));
+  if (notes.length > 0) lines.push(`notes: ${notes.map(([k, n]) => `${k}=${n}`).join(' ')}`);
+  lines.push(`operations: ${report.operations}, faults: ${report.faults}, violations: ${report.violations.length}`);
+  return lines.join('\n');
+}
+
+export type { CheckInput } from './records.ts';

@@ -1,0 +1,389 @@
+/**
+ * The chaos cluster on loopback: one PostgreSQL database of its own, two fake
+ * providers (separate processes, scripted over HTTP), a TCP proxy in front of
+ * each, API processes (`onejob serve --no-executor`) behind HAProxy (round
+ * robin), and executor processes (`onejob executor`).
+ *
+ * Every child runs in its own process group; the groups are recorded in a
+ * file that a watchdog process (chaos/watchdog.mjs) reads, so nothing is left
+ * behind even if the runner itself is killed. Only those groups are ever
+ * signalled.
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, fstatSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const BIN = join(ROOT, 'bin', 'onejob');
+
+/** Tokens and owners of the cluster. */
+export const API_KEYS: Readonly<Record<string, string>> = { tok_alice: 'alice', tok_bob: 'bob', tok_carol: 'carol', tok_mallory: 'mallory' };
+/** Routes the cluster serves; `hedged` allows a hedge after 1 s of silence. */
+export const ROUTES = { plain: { providers: ['p1', 'p2'] }, hedged: { providers: ['p1', 'p2'], hedgeAfterMs: 1000 } } as const;
+/** An attempt's deadline (provider timeoutMs): past it the attempt is unknown. */
+export const PROVIDER_TIMEOUT_MS = 2500;
+
+/** Options of {@link startCluster}. */
+export interface ClusterOptions {
+  /** Where logs, config and records go. */
+  readonly dir: string;
+  readonly apis: number;
+  readonly executors: number;
+  /** `--lease-ms` of the executors. */
+  readonly leaseMs: number;
+  /** Epoch ms after which the watchdog kills everything. */
+  readonly hardDeadline: number;
+  readonly log: (line: string) => void;
+}
+
+/** A child process that can be killed and started again under the same name and port. */
+export class ManagedProcess {
+  child: ChildProcess | null = null;
+  restarts = 0;
+  /** The log file's size when the current child started: its own lines come after. */
+  logOffset = 0;
+  constructor(
+    readonly name: string,
+    private readonly command: string,
+    private readonly args: readonly string[],
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly logFile: string,
+    private readonly groups: ProcessGroups,
+  ) {}
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== null && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  start(): ChildProcess {
+    const fd = openSync(this.logFile, 'a');
+    this.logOffset = fstatSync(fd).size;
+    const child = spawn(this.command, [...this.args], { detached: true, stdio: ['ignore', fd, fd], env: this.env });
+    closeSync(fd);
+    this.child = child;
+    if (child.pid !== undefined) this.groups.add(child.pid);
+    child.on('exit', () => {
+      if (child.pid !== undefined) this.groups.delete(child.pid);
+    });
+    return child;
+  }
+
+  /** What the current child wrote to its log so far. */
+  ownLog(): string {
+    return readFileSync(this.logFile).subarray(this.logOffset).toString('utf8');
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    const pid = this.child?.pid;
+    if (pid === undefined || !this.running) return;
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      // already gone
+    }
+  }
+
+  /** SIGKILL and wait for the exit. */
+  async kill9(): Promise<void> {
+    const child = this.child;
+    if (child === null || !this.running) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    this.signal('SIGCONT');
+    this.signal('SIGKILL');
+    await Promise.race([exited, sleep(5000)]);
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`. */
+  async stop(graceMs = 3000): Promise<void> {
+    const child = this.child;
+    if (child === null || !this.running) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    this.signal('SIGCONT');
+    this.signal('SIGTERM');
+    await Promise.race([exited, sleep(graceMs)]);
+    if (this.running) await this.kill9();
+  }
+}
+
+/** The process groups this run started, mirrored into a file for the watchdog. */
+export class ProcessGroups {
+  readonly #groups = new Set<number>();
+  constructor(readonly file: string) {
+    writeFileSync(file, '');
+  }
+  add(pgid: number): void {
+    this.#groups.add(pgid);
+    this.#flush();
+  }
+  delete(pgid: number): void {
+    this.#groups.delete(pgid);
+    this.#flush();
+  }
+  #flush(): void {
+    writeFileSync(this.file, [...this.#groups].join('\n'));
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+async function httpOk(url: string): Promise<boolean> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+  await res.body?.cancel();
+  return res.ok;
+}
+
+/** The admin URL databases are created through. */
+export function adminUrl(): string {
+  return process.env.ONEJOB_CHAOS_ADMIN_URL ?? process.env.ONEJOB_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+}
+
+/** Makes sure a load balancer is installed: HAProxy (installed with apt-get when missing), else nginx. */
+export function ensureLoadBalancer(log: (line: string) => void): 'haproxy' | 'nginx' {
+  const has = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+  if (has('haproxy')) return 'haproxy';
+  log('haproxy is not installed: apt-get install -y haproxy');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  spawnSync('apt-get', ['update'], { stdio: 'ignore', env, timeout: 300_000 });
+  spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'haproxy'], { stdio: 'ignore', env, timeout: 300_000 });
+  if (has('haproxy')) return 'haproxy';
+  if (has('nginx')) {
+    log('haproxy could not be installed; using nginx');
+    return 'nginx';
+  }
+  spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx-light'], { stdio: 'ignore', env, timeout: 300_000 });
+  if (has('nginx')) return 'nginx';
+  throw new Error('neither haproxy nor nginx is installed, and apt-get could not install them (run as root, or install haproxy)');
+}
+
+/** One fake provider process and the proxy in front of it. */
+export interface FakeEndpoint {
+  /** The provider name configured for it (`p1`, `p2`). */
+  readonly name: string;
+  /** The fake's own URL (control plane: /script, /calls, /release). */
+  readonly url: string;
+  readonly process: ManagedProcess;
+  readonly proxy: TcpProxy;
+}
+
+/** A running cluster. */
+export interface Cluster {
+  readonly dir: string;
+  readonly database: { readonly name: string; readonly url: string };
+  /** The load balancer's URL: what clients use. */
+  readonly url: string;
+  readonly apis: readonly (ManagedProcess & { port?: number })[];
+  readonly apiUrls: readonly string[];
+  readonly executors: readonly ManagedProcess[];
+  readonly fakes: readonly FakeEndpoint[];
+  readonly loadBalancer: ManagedProcess;
+  /** Starts a killed process again and waits until it is ready. */
+  restart(p: ManagedProcess): Promise<void>;
+  /** `pg_ctlcluster … restart`; resolves when PostgreSQL accepts connections again. */
+  restartPostgres(): Promise<void>;
+  /** Stops every process, closes the proxies, drops the database (unless kept). */
+  stop(keepDatabase?: boolean): Promise<void>;
+}
+
+/** Starts the whole cluster; on failure everything started so far is stopped. */
+export async function startCluster(o: ClusterOptions): Promise<Cluster> {
+  const lb = ensureLoadBalancer(o.log);
+  const groups = new ProcessGroups(join(o.dir, 'pgids'));
+  const watchdog = spawn(process.execPath, [join(ROOT, 'chaos', 'watchdog.mjs'), String(process.pid), groups.file, String(o.hardDeadline)], { detached: true, stdio: 'ignore' });
+  watchdog.unref();
+
+  const started: ManagedProcess[] = [];
+  const proxies: TcpProxy[] = [];
+  const dbName = `onejob_chaos_${randomBytes(5).toString('hex')}`;
+  const dbUrl = new URL(adminUrl());
+  dbUrl.pathname = `/${dbName}`;
+  const admin = async (sql: string): Promise<void> => {
+    const c = new pg.Client({ connectionString: adminUrl(), connectionTimeoutMillis: 10_000 });
+    await c.connect();
+    try {
+      await c.query(sql);
+    } finally {
+      await c.end();
+    }
+  };
+  const stopAll = async (keepDatabase = false): Promise<void> => {
+    await Promise.all(started.map((p) => p.stop(3000)));
+    await Promise.all(proxies.map((p) => p.close()));
+    if (!keepDatabase) await admin(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch((e: unknown) => o.log(`could not drop ${dbName}: ${String(e)}`));
+    try {
+      process.kill(watchdog.pid!, 'SIGTERM');
+    } catch {
+      // gone
+    }
+  };
+
+  try {
+    await admin(`CREATE DATABASE ${dbName}`);
+    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: dbUrl.toString(), LOG_LEVEL: 'warn' };
+    delete env.ONEJOB_API_KEYS;
+    delete env.ONEJOB_CONFIG;
+    delete env.PORT;
+
+    // Fake providers (own processes), each behind a TCP proxy.
+    const fakes: FakeEndpoint[] = [];
+    for (const name of ['p1', 'p2']) {
+      const p = new ManagedProcess(`fake-${name}`, process.execPath, [BIN, 'fake-provider', '--port', '0'], env, join(o.dir, `fake-${name}.log`), groups);
+      p.start();
+      started.push(p);
+      let url = '';
+      await waitFor(`fake provider ${name}`, async () => {
+        // The first stdout line is the URL (stdout and stderr share the log file).
+        const first = p.ownLog().split('\n').find((l) => l.startsWith('http://'));
+        if (first === undefined) return false;
+        url = first.trim();
+        return httpOk(`${url}/healthz`);
+      }, 30_000);
+      const port = Number(new URL(url).port);
+      const proxy = await startTcpProxy({ target: { host: '127.0.0.1', port } });
+      proxies.push(proxy);
+      fakes.push({ name, url, process: p, proxy });
+    }
+
+    const config = {
+      apiKeys: API_KEYS,
+      providers: Object.fromEntries(fakes.map((f) => [f.name, { type: 'openai', baseUrl: `http://127.0.0.1:${f.proxy.port}/v1`, model: `model-${f.name}`, timeoutMs: PROVIDER_TIMEOUT_MS }])),
+      routes: ROUTES,
+    };
+    const configFile = join(o.dir, 'onejob.config.json');
+    writeFileSync(configFile, JSON.stringify(config, null, 2));
+
+    // Migrate once, so the processes do not race on a fresh database.
+    execFileSync(process.execPath, [BIN, 'migrate', '--config', configFile], { env, stdio: 'ignore', timeout: 60_000 });
+
+    const apis: (ManagedProcess & { port?: number })[] = [];
+    const apiUrls: string[] = [];
+    for (let i = 1; i <= o.apis; i++) {
+      const port = await freePort();
+      const p = new ManagedProcess(`api-${i}`, process.execPath, [BIN, 'serve', '--no-executor', '--config', configFile, '--port', String(port), '--host', '127.0.0.1'], env, join(o.dir, `api-${i}.log`), groups);
+      p.start();
+      started.push(p);
+      apis.push(Object.assign(p, { port }));
+      apiUrls.push(`http://127.0.0.1:${port}`);
+    }
+    const executors: ManagedProcess[] = [];
+    for (let i = 1; i <= o.executors; i++) {
+      const p = new ManagedProcess(`executor-${i}`, process.execPath, [BIN, 'executor', '--config', configFile, '--lease-ms', String(o.leaseMs), '--concurrency', '64'], { ...env, LOG_LEVEL: 'info' }, join(o.dir, `executor-${i}.log`), groups);
+      p.start();
+      started.push(p);
+      executors.push(p);
+    }
+    const ready = async (p: ManagedProcess): Promise<void> => {
+      const i = apis.indexOf(p as ManagedProcess & { port?: number });
+      if (i >= 0) await waitFor(`${p.name} ready`, () => httpOk(`${apiUrls[i]}/readyz`), 60_000);
+      else if (executors.includes(p)) await waitFor(`${p.name} ready`, async () => p.ownLog().includes('executor ready'), 60_000);
+    };
+    await Promise.all([...apis, ...executors].map(ready));
+
+    // The load balancer, round robin over the API processes.
+    const lbPort = await freePort();
+    let loadBalancer: ManagedProcess;
+    if (lb === 'haproxy') {
+      const cfg = join(o.dir, 'haproxy.cfg');
+      writeFileSync(cfg, [
+        'global', '  maxconn 4096', '',
+        'defaults', '  mode http', '  timeout connect 2s', '  timeout client 75s', '  timeout server 75s', '  retries 2', '  option redispatch', '',
+        'frontend onejob', `  bind 127.0.0.1:${lbPort}`, '  default_backend api', '',
+        'backend api', '  balance roundrobin', '  option httpchk GET /healthz', '  default-server inter 500 fall 2 rise 1',
+        ...apis.map((a, i) => `  server api${i + 1} 127.0.0.1:${a.port} check`), '',
+      ].join('\n'));
+      loadBalancer = new ManagedProcess('haproxy', 'haproxy', ['-db', '-f', cfg], process.env, join(o.dir, 'haproxy.log'), groups);
+    } else {
+      const cfg = join(o.dir, 'nginx.conf');
+      writeFileSync(cfg, [
+        'daemon off;', 'worker_processes 1;', `pid ${join(o.dir, 'nginx.pid')};`, `error_log ${join(o.dir, 'nginx-error.log')};`,
+        'events { worker_connections 1024; }',
+        'http {', `  access_log off; client_body_temp_path ${o.dir};`,
+        `  upstream api { ${apis.map((a) => `server 127.0.0.1:${a.port} max_fails=1 fail_timeout=1s;`).join(' ')} }`,
+        `  server { listen 127.0.0.1:${lbPort}; client_max_body_size 4m; location / { proxy_pass http://api; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_read_timeout 75s; proxy_next_upstream error; } }`,
+        '}', '',
+      ].join('\n'));
+      loadBalancer = new ManagedProcess('nginx', 'nginx', ['-c', cfg], process.env, join(o.dir, 'nginx.log'), groups);
+    }
+    loadBalancer.start();
+    started.push(loadBalancer);
+    const url = `http://127.0.0.1:${lbPort}`;
+    await waitFor('load balancer', () => httpOk(`${url}/readyz`), 30_000);
+    o.log(`cluster up: ${lb} ${url} → ${apiUrls.join(', ')}; ${executors.length} executors (lease ${o.leaseMs} ms); fakes ${fakes.map((f) => `${f.name} ${f.url} via :${f.proxy.port}`).join(', ')}; database ${dbName}`);
+
+    const pgCluster = (process.env.CHAOS_PG_CLUSTER ?? '15 main').split(/\s+/);
+    return {
+      dir: o.dir,
+      database: { name: dbName, url: dbUrl.toString() },
+      url,
+      apis,
+      apiUrls,
+      executors,
+      fakes,
+      loadBalancer,
+      async restart(p) {
+        if (p.running) return;
+        p.restarts++;
+        p.start();
+        await ready(p);
+      },
+      async restartPostgres() {
+        await new Promise<void>((resolve, reject) => {
+          const c = spawn('pg_ctlcluster', ['--skip-systemctl-redirect', ...pgCluster, 'restart'], { stdio: 'ignore' });
+          c.on('error', reject);
+          c.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`pg_ctlcluster restart exited with ${code}`))));
+        });
+        await waitFor('PostgreSQL back', async () => {
+          const c = new pg.Client({ connectionString: dbUrl.toString(), connectionTimeoutMillis: 1000 });
+          await c.connect();
+          await c.end();
+          return true;
+        }, 60_000);
+      },
+      stop: stopAll,
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+/** Reads a process's resident set size in bytes (Linux), or null. */
+export function rssBytes(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m === null ? null : Number(m[1]) * 1024;
+  } catch {
+    return null;
+  }
+}

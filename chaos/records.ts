@@ -1,0 +1,132 @@
+/**
+ * The records a chaos run leaves behind, shared by the workload (which writes
+ * histories), the fault scheduler (faults), the snapshot (database rows and
+ * provider call logs) and the checker (which reads all of them).
+ *
+ * Everything is plain JSON so a run directory can be checked again offline:
+ * `node --import tsx chaos/check.ts tmp/chaos/<run>`.
+ */
+
+/** What a client meant by a request. */
+export type OpKind =
+  | 'create'
+  | 'get'
+  | 'list'
+  | 'attempts'
+  | 'manual'
+  | 'resolve'
+  | 'cancel'
+  | 'peek';
+
+/**
+ * One request a client sent and what it was told (one JSON line in `history.jsonl`).
+ * `status` is null when no answer arrived: `outcome` says why.
+ */
+export interface HistoryEntry {
+  /** 1, 2, … in order of completion across all clients. */
+  readonly id: number;
+  readonly client: string;
+  readonly owner: string;
+  readonly op: OpKind;
+  readonly method: string;
+  readonly path: string;
+  /** The Idempotency-Key sent, if any. */
+  readonly key?: string | undefined;
+  /** The job this request was about, when the client knew it. */
+  readonly jobId?: string | undefined;
+  /** The attempt this request was about (resolve). */
+  readonly attemptId?: string | undefined;
+  /** The JSON body sent. */
+  readonly body?: unknown;
+  /** Milliseconds since the run started: sent, and answered (or given up). */
+  readonly sentAt: number;
+  readonly recvAt: number;
+  readonly status: number | null;
+  readonly outcome: 'answered' | 'timeout' | 'network';
+  /** The parsed response body (JSON), when there was one. */
+  readonly response?: unknown;
+  /** The `Idempotent-Replayed` header was `true`. */
+  readonly replayed?: boolean | undefined;
+  /** Why no answer arrived. */
+  readonly error?: string | undefined;
+}
+
+/** One injected fault (one JSON line in `faults.jsonl`). */
+export interface FaultRecord {
+  readonly at: number;
+  readonly kind: string;
+  readonly target: string;
+  readonly detail?: string | undefined;
+}
+
+/** A `jobs` row as the checker needs it. */
+export interface DbJob {
+  readonly owner_id: string;
+  readonly id: string;
+  readonly idempotency_key: string;
+  readonly route: string;
+  readonly input: unknown;
+  readonly metadata: unknown;
+  readonly state: string;
+  readonly version: number;
+  readonly completed_by: string | null;
+  readonly result: unknown;
+  readonly error: unknown;
+}
+
+/** An `attempts` row as the checker needs it. */
+export interface DbAttempt {
+  readonly owner_id: string;
+  readonly id: string;
+  readonly job_id: string;
+  readonly number: number;
+  readonly provider: string;
+  readonly kind: string;
+  readonly state: string;
+  readonly error: { code?: string } | null;
+}
+
+/** A `job_events` row. */
+export interface DbEvent {
+  readonly id: number;
+  readonly owner_id: string;
+  readonly job_id: string;
+  readonly attempt_id: string | null;
+  readonly type: string;
+  readonly data: Record<string, unknown>;
+  /** ISO time. */
+  readonly at: string;
+}
+
+/** One call a fake provider received (a subset of its `GET /calls` record). */
+export interface ProviderCall {
+  /** The configured provider name whose traffic reaches this fake (`p1`, `p2`). */
+  readonly provider: string;
+  readonly seq: number;
+  readonly idempotencyKey: string | null;
+  readonly jobId: string | null;
+  readonly body: unknown;
+  readonly behaviour: { readonly reply?: unknown } & Record<string, unknown> | null;
+  readonly result: string;
+  readonly status: number | null;
+}
+
+/** The database, read after the provider logs (so every logged call has its attempt row). */
+export interface DbSnapshot {
+  readonly jobs: readonly DbJob[];
+  readonly attempts: readonly DbAttempt[];
+  readonly events: readonly DbEvent[];
+}
+
+/** Everything the checker reads. */
+export interface CheckInput {
+  readonly history: readonly HistoryEntry[];
+  readonly faults: readonly FaultRecord[];
+  readonly db: DbSnapshot;
+  /** Provider calls read before the database: each has an attempt row in `db`. */
+  readonly callsBefore: readonly ProviderCall[];
+  /** Provider calls read after the database: the final word on each call's outcome. */
+  readonly callsAfter: readonly ProviderCall[];
+  /** Routes that allow hedges (a second attempt beside a running one). */
+  readonly hedgedRoutes: readonly string[];
+}

@@ -1,0 +1,174 @@
+/**
+ * `npm run chaos -- [--minutes N | --ci] [options]`: starts the cluster,
+ * runs the workload under faults, fuzzes the API, checks everything, stops
+ * everything. The last line of stdout is `operations: N, faults: M,
+ * violations: V`; the exit code is 1 on any violation (2 on a setup error).
+ *
+ * Options:
+ *   --minutes N        workload duration (fractions allowed; default 2)
+ *   --ci               the short CI mode: 1 minute of workload, a short fuzz, no PostgreSQL restart
+ *   --clients N        concurrent clients (default 12)
+ *   --seed N           random seed (default: from the clock; printed)
+ *   --pg-restart / --no-pg-restart   restart PostgreSQL during the run (default: on, except --ci)
+ *   --fuzz-rounds N    fuzz rounds (default 3; 0 skips the fuzzer)
+ *   --keep             keep the database (the run directory is always kept)
+ *   --dir PATH         the run directory (default tmp/chaos/<time>-<seed>)
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { checkRun, formatReport, type CheckReport, type Violation } from './checker.ts';
+import { PROVIDER_TIMEOUT_MS, ROUTES, sleep, startCluster, type Cluster } from './cluster.ts';
+import { FakeDirector } from './fake-director.ts';
+import { FaultScheduler } from './faults.ts';
+import { runFuzz, type FuzzReport } from './fuzz.ts';
+import { readDatabase, saveSnapshots } from './snapshot.ts';
+import { runWorkload } from './workload.ts';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** A small seeded PRNG (mulberry32), so a seed replays the same choices. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      minutes: { type: 'string' }, ci: { type: 'boolean' }, clients: { type: 'string' }, seed: { type: 'string' },
+      'pg-restart': { type: 'boolean' }, 'no-pg-restart': { type: 'boolean' }, 'fuzz-rounds': { type: 'string' },
+      keep: { type: 'boolean' }, dir: { type: 'string' },
+    },
+    strict: true,
+  });
+  const ci = values.ci === true;
+  const minutes = values.minutes !== undefined ? Number(values.minutes) : ci ? 1 : 2;
+  if (!Number.isFinite(minutes) || minutes <= 0 || minutes > 24 * 60) throw new Error('--minutes must be a positive number');
+  const clients = values.clients !== undefined ? Number(values.clients) : 12;
+  const seed = values.seed !== undefined ? Number(values.seed) : Date.now() % 1_000_000;
+  const pgRestart = values['no-pg-restart'] === true ? false : values['pg-restart'] === true ? true : !ci;
+  const fuzzRounds = values['fuzz-rounds'] !== undefined ? Number(values['fuzz-rounds']) : 3;
+  const durationMs = Math.round(minutes * 60_000);
+  const dir = values.dir ?? join(ROOT, 'tmp', 'chaos', `${new Date().toISOString().replace(/[:.]/g, '-')}-${seed}`);
+  mkdirSync(dir, { recursive: true });
+
+  const t0 = performance.now();
+  const clock = (): number => performance.now() - t0;
+  const log = (line: string): void => {
+    process.stderr.write(`[chaos ${(clock() / 1000).toFixed(1).padStart(6)}s] ${line}\n`);
+  };
+  const random = seededRandom(seed);
+  log(`seed ${seed}, ${minutes} min of workload, ${clients} clients, PostgreSQL restarts ${pgRestart ? 'on' : 'off'}, fuzz rounds ${fuzzRounds}; records in ${dir}`);
+  writeFileSync(join(dir, 'faults.jsonl'), '');
+  writeFileSync(join(dir, 'history.jsonl'), '');
+
+  const leaseMs = 2000;
+  let cluster: Cluster | null = null;
+  let interrupted = false;
+  const onSignal = (sig: string): void => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    log(`${sig}: stopping the cluster`);
+    void (cluster?.stop(values.keep === true) ?? Promise.resolve()).finally(() => process.exit(130));
+  };
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+
+  // The watchdog kills everything if this process outlives its budget by far.
+  const hardDeadline = Date.now() + durationMs + 10 * 60_000;
+  cluster = await startCluster({ dir, apis: 2, executors: 2, leaseMs, hardDeadline, log });
+  const c = cluster;
+  try {
+    const director = new FakeDirector(c.fakes, random);
+    await director.topUp();
+    let topping = true;
+    const topUpLoop = (async () => {
+      while (topping) {
+        await director.topUp().catch((e: unknown) => log(`top-up failed: ${String(e)}`));
+        await sleep(1000);
+      }
+    })();
+
+    const faults = new FaultScheduler({
+      cluster: c, director, random, clock, file: join(dir, 'faults.jsonl'),
+      everyMs: ci ? 2500 : 3500, leaseMs, postgresRestart: pgRestart, postgresEveryMs: Math.max(60_000, Math.min(200_000, durationMs / 3)), log,
+    });
+    log('workload and faults start');
+    faults.start();
+    const progress = setInterval(() => log(`… ${faults.records.length} faults so far`), 30_000);
+    const operations = await runWorkload({
+      url: c.url, clients, until: Date.now() + durationMs, historyFile: join(dir, 'history.jsonl'), random, clock,
+      tag: `r${seed}`,
+    });
+    clearInterval(progress);
+    log(`workload done: ${operations} operations; healing`);
+    await faults.stop();
+    topping = false;
+    await topUpLoop;
+    await director.heal();
+    // Let late answers and hedges settle (their outcome does not change what must hold).
+    await sleep(PROVIDER_TIMEOUT_MS + 2000);
+
+    let fuzz: FuzzReport | null = null;
+    if (fuzzRounds > 0) {
+      log('fuzzing the API processes');
+      fuzz = await runFuzz({
+        apiUrls: c.apiUrls, apis: c.apis, databaseUrl: c.database.url,
+        requestsPerRound: ci ? 800 : 3000, rounds: fuzzRounds, seed, log,
+      });
+      writeFileSync(join(dir, 'fuzz.json'), JSON.stringify(fuzz, null, 2));
+      log(`fuzz: ${fuzz.requests} requests, ${fuzz.rawCases} raw cases, statuses ${JSON.stringify(fuzz.statuses)}`);
+    }
+
+    log('reading provider logs and the database');
+    const callsBefore = await director.calls();
+    const db = await readDatabase(c.database.url);
+    const callsAfter = await director.calls();
+    const hedgedRoutes = Object.entries(ROUTES).filter(([, r]) => 'hedgeAfterMs' in r).map(([name]) => name);
+    saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes });
+    const history = (await import('./snapshot.ts')).loadRun(dir).history;
+    const report = checkRun({ history, faults: faults.records, db, callsBefore, callsAfter, hedgedRoutes });
+    const merged: CheckReport = {
+      operations: report.operations + (fuzz?.requests ?? 0) + (fuzz?.rawCases ?? 0),
+      faults: report.faults,
+      violations: [
+        ...report.violations,
+        ...(fuzz?.findings ?? []).map((f): Violation => ({ kind: `fuzz_${f.kind}`, jobId: null, message: f.message, excerpt: f.excerpt })),
+      ],
+      notes: {
+        ...report.notes, workload_operations: report.operations, fuzz_requests: fuzz?.requests ?? 0, fuzz_raw_cases: fuzz?.rawCases ?? 0,
+        jobs: db.jobs.length, attempts: db.attempts.length, events: db.events.length, provider_calls: callsAfter.length,
+        ...Object.fromEntries(Object.entries(countBy(faults.records.map((f) => f.kind))).map(([k, n]) => [`fault_${k}`, n])),
+      },
+    };
+    const text = formatReport(merged);
+    writeFileSync(join(dir, 'report.txt'), `${text}\n`);
+    log(`done in ${(clock() / 1000).toFixed(0)} s; report in ${join(dir, 'report.txt')}`);
+    process.stdout.write(`${text}\n`);
+    return merged.violations.length === 0 ? 0 : 1;
+  } finally {
+    await c.stop(values.keep === true);
+  }
+}
+
+function countBy(xs: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const x of xs) out[x] = (out[x] ?? 0) + 1;
+  return out;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`chaos: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+    process.exit(2);
+  },
+);
