@@ -1,0 +1,159 @@
+/**
+ * The chaos checker on a tiny synthetic run: the clean run passes, and a
+ * planted violation of each kind is reported (so the checker cannot pass
+ * silently).
+ */
+import { describe, expect, it } from 'vitest';
+import { checkRun, formatReport, VIOLATION_KINDS, type ViolationKind } from '../../chaos/checker.ts';
+import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from '../../chaos/records.ts';
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] extends readonly (infer U)[] ? U[] : T[K] };
+
+const J1 = 'job_0001';
+const A1 = 'att_0001';
+const A2 = 'att_0002';
+const BODY = { route: 'plain', input: { messages: [{ role: 'user', content: 'hello' }] } };
+const RESULT = { content: 'answer p2-1', finish_reason: 'stop', model: 'model-p2', provider: 'p2', usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } };
+
+function entry(id: number, e: Partial<HistoryEntry> & Pick<HistoryEntry, 'op' | 'method' | 'path'>): HistoryEntry {
+  return { id, client: 'c0', owner: 'alice', sentAt: id * 100, recvAt: id * 100 + 50, status: 200, outcome: 'answered', ...e };
+}
+
+function event(id: number, type: string, attempt: string | null, at: string, data: Record<string, unknown> = {}, job = J1): DbEvent {
+  return { id, owner_id: 'alice', job_id: job, attempt_id: attempt, type, data, at };
+}
+
+/** A clean run: attempt 1 refused (503), failover attempt 2 won; a replay, a conflict, two reads. */
+function cleanRun(): Mutable<CheckInput> & { db: { jobs: DbJob[]; attempts: DbAttempt[]; events: DbEvent[] } } {
+  const job: DbJob = { owner_id: 'alice', id: J1, idempotency_key: 'k1', route: 'plain', input: BODY.input, metadata: null, state: 'succeeded', version: 1, completed_by: A2, result: RESULT, error: null };
+  const jobBody = { id: J1, state: 'succeeded', completed_by: A2, result: RESULT };
+  const calls: ProviderCall[] = [
+    { provider: 'p1', seq: 1, idempotencyKey: `${J1}:1`, jobId: J1, body: {}, behaviour: { status: 503 }, result: 'error', status: 503 },
+    { provider: 'p2', seq: 1, idempotencyKey: `${J1}:2`, jobId: J1, body: {}, behaviour: { reply: 'answer p2-1' }, result: 'replied', status: 200 },
+  ];
+  return {
+    history: [
+      entry(1, { op: 'create', method: 'POST', path: '/v1/jobs', key: 'k1', body: BODY, status: 201, response: { id: J1, state: 'queued', completed_by: null, result: null } }),
+      entry(2, { op: 'create', method: 'POST', path: '/v1/jobs', key: 'k1', body: { input: BODY.input, route: 'plain' }, status: 200, replayed: true, response: { id: J1, state: 'running', completed_by: null, result: null } }),
+      entry(3, { op: 'create', method: 'POST', path: '/v1/jobs', key: 'k1', body: { ...BODY, route: 'hedged' }, status: 409, response: { code: 'idempotency_key_reused', job_id: J1 } }),
+      entry(4, { op: 'get', method: 'GET', path: `/v1/jobs/${J1}`, jobId: J1, response: jobBody }),
+      entry(5, { op: 'get', method: 'GET', path: `/v1/jobs/${J1}`, jobId: J1, response: jobBody }),
+      entry(6, { op: 'peek', method: 'GET', path: `/v1/jobs/job_bob`, owner: 'alice', jobId: 'job_bob', status: 404, response: { code: 'job_not_found' } }),
+    ],
+    faults: [{ at: 10, kind: 'kill9', target: 'api-1' }],
+    db: {
+      jobs: [job],
+      attempts: [
+        { owner_id: 'alice', id: A1, job_id: J1, number: 1, provider: 'p1', kind: 'first', state: 'failed', error: { code: 'provider_overloaded' } },
+        { owner_id: 'alice', id: A2, job_id: J1, number: 2, provider: 'p2', kind: 'failover', state: 'succeeded', error: null },
+      ],
+      events: [
+        event(1, 'attempt.started', A1, 't1', { number: 1, provider: 'p1', kind: 'first' }),
+        event(2, 'attempt.running', A1, 't2'),
+        // The store writes a failover's start before the failure that caused it, in one transaction.
+        event(3, 'attempt.started', A2, 't3', { number: 2, provider: 'p2', kind: 'failover' }),
+        event(4, 'attempt.failed', A1, 't3', { actor: 'executor:e1', error: { code: 'provider_overloaded' } }),
+        event(5, 'attempt.claimed', A2, 't4'),
+        event(6, 'attempt.running', A2, 't5'),
+        event(7, 'attempt.succeeded', A2, 't6', { actor: 'executor:e2' }),
+        event(8, 'job.succeeded', A2, 't6', { actor: 'executor:e2' }),
+      ],
+    },
+    callsBefore: calls,
+    callsAfter: calls,
+    hedgedRoutes: ['hedged'],
+  };
+}
+
+const plants: Record<ViolationKind, (run: ReturnType<typeof cleanRun>) => void> = {
+  duplicate_job: (run) => {
+    run.db.jobs.push({ ...run.db.jobs[0]!, id: 'job_0002', state: 'queued', completed_by: null, result: null });
+  },
+  created_twice: (run) => {
+    run.history.push(entry(7, { op: 'create', method: 'POST', path: '/v1/jobs', key: 'k1', body: BODY, status: 201, response: { id: J1, state: 'succeeded', completed_by: A2, result: RESULT } }));
+  },
+  job_missing: (run) => {
+    run.history.push(entry(7, { op: 'create', method: 'POST', path: '/v1/jobs', key: 'k2', body: BODY, status: 201, response: { id: 'job_ghost', state: 'queued', completed_by: null, result: null } }));
+  },
+  bad_conflict: (run) => {
+    run.history.push(entry(7, { op: 'create', method: 'POST', path: '/v1/jobs', key: 'k1', body: { input: BODY.input, route: 'plain' }, status: 409, response: { code: 'idempotency_key_reused', job_id: J1 } }));
+  },
+  missed_conflict: (run) => {
+    run.history.push(entry(7, { op: 'create', method: 'POST', path: '/v1/jobs', key: 'k1', body: { ...BODY, input: 'other' }, status: 200, replayed: true, response: { id: J1, state: 'succeeded', completed_by: A2, result: RESULT } }));
+  },
+  two_winners: (run) => {
+    run.db.attempts[0] = { ...run.db.attempts[0]!, state: 'succeeded', error: null };
+  },
+  result_mismatch: (run) => {
+    const forged = { ...RESULT, content: 'merged answer' };
+    run.db.jobs[0] = { ...run.db.jobs[0]!, result: forged };
+    run.history = run.history.map((e) => (e.op === 'get' ? { ...e, response: { id: J1, state: 'succeeded', completed_by: A2, result: forged } } : e));
+  },
+  result_changed: (run) => {
+    run.history.push(entry(7, { op: 'get', method: 'GET', path: `/v1/jobs/${J1}`, jobId: J1, response: { id: J1, state: 'succeeded', completed_by: A1, result: { other: true } } }));
+  },
+  attempt_overlap: (run) => {
+    // Attempt 1 became unknown, and a manual attempt started anyway.
+    run.db.events.splice(2, 2,
+      event(3, 'attempt.unknown', A1, 't3', { reason: { code: 'aborted_after_send' } }),
+      event(4, 'attempt.started', A2, 't3b', { number: 2, provider: 'p2', kind: 'manual' }));
+  },
+  extra_execution: (run) => {
+    const again: ProviderCall = { provider: 'p2', seq: 2, idempotencyKey: `${J1}:2`, jobId: J1, body: {}, behaviour: { reply: 'answer p2-2' }, result: 'replied', status: 200 };
+    run.callsBefore = [...run.callsBefore, again];
+    run.callsAfter = [...run.callsAfter, again];
+  },
+  timeout_failed: (run) => {
+    // The provider never answered attempt 1 (a hang), yet it is recorded failed.
+    const hang: ProviderCall = { provider: 'p1', seq: 1, idempotencyKey: `${J1}:1`, jobId: J1, body: {}, behaviour: { hang: true }, result: 'client-closed', status: null };
+    run.callsBefore = [hang, run.callsBefore[1]!];
+    run.callsAfter = [hang, run.callsAfter[1]!];
+  },
+  cross_owner: (run) => {
+    run.history.push(entry(7, { op: 'peek', method: 'GET', path: '/v1/jobs/job_bob', jobId: 'job_bob', status: 200, response: { id: 'job_bob', state: 'queued', completed_by: null, result: null } }));
+  },
+};
+
+describe('chaos checker', () => {
+  it('passes a clean run and ends with the summary line', () => {
+    const report = checkRun(cleanRun());
+    expect(report.violations).toEqual([]);
+    const text = formatReport(report);
+    expect(text.split('\n').at(-1)).toBe('operations: 6, faults: 1, violations: 0');
+  });
+
+  it('has a planted case for every kind', () => {
+    expect(Object.keys(plants).sort()).toEqual([...VIOLATION_KINDS].sort());
+  });
+
+  for (const kind of VIOLATION_KINDS) {
+    it(`reports a planted ${kind}`, () => {
+      const run = cleanRun();
+      plants[kind](run);
+      const report = checkRun(run);
+      expect(report.violations.map((v) => v.kind)).toContain(kind);
+      const text = formatReport(report);
+      expect(text).toContain(`[${kind}]`);
+      expect(text.split('\n').at(-1)).toMatch(/^operations: \d+, faults: 1, violations: [1-9]\d*$/);
+    });
+  }
+
+  it('reports an executor turning an unknown attempt into failed', () => {
+    const run = cleanRun();
+    run.db.events.splice(3, 1, event(4, 'attempt.unknown', A1, 't3x'), event(9, 'attempt.failed', A1, 't3y', { actor: 'executor:e1', error: { code: 'provider_overloaded' } }));
+    expect(checkRun(run).violations.map((v) => v.kind)).toContain('timeout_failed');
+  });
+
+  it('accepts a result given by a resolve, and rejects one nobody gave', () => {
+    const run = cleanRun();
+    const given = { resolved_by: 'c0', n: 1 };
+    run.db.jobs[0] = { ...run.db.jobs[0]!, result: given };
+    run.history = run.history.filter((e) => e.op !== 'get');
+    run.callsBefore = [run.callsBefore[0]!];
+    run.callsAfter = [run.callsAfter[0]!];
+    run.history.push(entry(7, { op: 'resolve', method: 'POST', path: `/v1/attempts/${A2}/resolve`, jobId: J1, attemptId: A2, body: { state: 'succeeded', result: given }, response: { id: A2, state: 'succeeded', job: { id: J1, state: 'succeeded', completed_by: A2, result: given } } }));
+    expect(checkRun(run).violations).toEqual([]);
+    run.db.jobs[0] = { ...run.db.jobs[0]!, result: { resolved_by: 'nobody' } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toContain('result_mismatch');
+  });
+});
