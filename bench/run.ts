@@ -22,7 +22,7 @@ import { cpus, freemem, totalmem, platform, release } from 'node:os';
 import { resolve } from 'node:path';
 import { runAutocannon } from './lib/autocannon.ts';
 import { BENCH_DIR, runCommand, runWorker, startServer, type Started } from './lib/child.ts';
-import { adminQuery, dbUrl, dropDatabase, recreateDatabase } from './lib/pg-admin.ts';
+import { adminQuery, dropDatabase, recreateDatabase } from './lib/pg-admin.ts';
 import { runPgbench } from './lib/pgbench.ts';
 import { renderMarkdown, renderSvg } from './lib/report.ts';
 import { median, round, type RunSummary } from './lib/stats.ts';
@@ -397,7 +397,6 @@ async function main(): Promise<void> {
   log(`done in ${result.elapsedSeconds} s → bench/results/latest.{json,md,svg}`);
 }
 
-void dbUrl;
 main().catch((e) => {
   process.stderr.write(`${e instanceof Error ? e.stack : String(e)}\n`);
   process.exit(1);
