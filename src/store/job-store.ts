@@ -297,36 +297,35 @@ export class JobStore implements Store {
   async claimWork(p: ClaimWorkParams): Promise<ClaimedAttempt[]> {
     const now = this.#clock.now();
     const leaseExpiresAt = new Date(now.getTime() + p.leaseMs);
-    const q = this.#driver.queries;
-    const claimed: ClaimedAttempt[] = [];
-    const attempts = await this.#driver.transaction((tx) => tx.attemptClaim({ leaseOwner: p.leaseOwner, leaseExpiresAt, limit: p.limit }));
-    for (const attempt of attempts) {
-      const job = await q.jobGet(attempt.ownerId, attempt.jobId);
-      if (job) claimed.push({ attempt, job });
-      await q.eventInsert([event(attempt, attempt.id, 'attempt.claimed', now, { executor: p.leaseOwner })]);
-    }
-    if (claimed.length >= p.limit) return claimed;
     const gateOf = p.eligible ?? (() => everyProviderEligible);
     const changed: Job[] = [];
-    const firsts = await this.#driver.transaction(async (tx) => {
+    // One transaction: unclaimed attempts first (manual attempts, failovers), then first attempts of queued jobs.
+    const claimed = await this.#driver.transaction(async (q) => {
       const out: ClaimedAttempt[] = [];
-      for (const job of await tx.jobListQueuedForUpdate(p.limit - claimed.length)) {
-        const existing = await tx.attemptListByJob(job.ownerId, job.id);
+      const attempts = await q.attemptClaim({ leaseOwner: p.leaseOwner, leaseExpiresAt, limit: p.limit });
+      for (const attempt of attempts) {
+        const job = await q.jobGet(attempt.ownerId, attempt.jobId);
+        if (job) out.push({ attempt, job });
+      }
+      if (attempts.length > 0) await q.eventInsert(attempts.map((a) => event(a, a.id, 'attempt.claimed', now, { executor: p.leaseOwner })));
+      if (out.length >= p.limit) return out;
+      for (const job of await q.jobListQueuedForUpdate(p.limit - out.length)) {
+        const existing = await q.attemptListByJob(job.ownerId, job.id);
         const plan = planNextProvider(job.providers, existing, gateOf(job.route), 'first');
         changed.push(job);
         if (plan.provider === null) {
           const error: RecordedError = { code: 'providers_exhausted', message: 'no provider of the chain is eligible', details: { skipped: plan.skipped } };
-          await tx.jobFinish({ ownerId: job.ownerId, id: job.id, expectedVersion: job.version, state: 'failed', completedBy: null, result: null, error, skipped: mergeSkipped(job.skipped, plan.skipped), now });
-          await tx.eventInsert([event(job, null, 'job.failed', now, { error })]);
+          await q.jobFinish({ ownerId: job.ownerId, id: job.id, expectedVersion: job.version, state: 'failed', completedBy: null, result: null, error, skipped: mergeSkipped(job.skipped, plan.skipped), now });
+          await q.eventInsert([event(job, null, 'job.failed', now, { error })]);
           continue;
         }
-        const attempt = await this.#insertAttempt(tx, job, existing, plan.provider, 'first', plan.skipped, now, { leaseOwner: p.leaseOwner, leaseMs: p.leaseMs });
+        const attempt = await this.#insertAttempt(q, job, existing, plan.provider, 'first', plan.skipped, now, { leaseOwner: p.leaseOwner, leaseMs: p.leaseMs });
         out.push({ attempt, job });
       }
       return out;
     });
     for (const job of changed) this.#changed(job.ownerId, job.id);
-    return [...claimed, ...firsts];
+    return claimed;
   }
 
   async markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean> {

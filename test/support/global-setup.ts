@@ -18,12 +18,13 @@ export default async function setup(): Promise<void> {
     );
   }
   try {
-    // Only databases nobody is connected to: another test run may be using its own right now.
-    const old = await c.query<{ datname: string }>(
-      `SELECT datname FROM pg_database d WHERE datname LIKE 'onejob\\_t\\_%'
-         AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`,
-    );
-    for (const { datname } of old.rows) await c.query(`DROP DATABASE IF EXISTS ${datname}`).catch(() => undefined);
+    // Only databases of runs that ended over an hour ago: another test run may be using its own right now.
+    const old = await c.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname ~ '^onejob_t_.*[0-9]{10}_[0-9a-f]{8}$'`);
+    const cutoff = Date.now() / 1000 - 3600;
+    for (const { datname } of old.rows) {
+      const created = Number(/_(\d{10})_[0-9a-f]{8}$/.exec(datname)?.[1]);
+      if (created < cutoff) await c.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => undefined);
+    }
   } finally {
     await c.end();
   }

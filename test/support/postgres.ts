@@ -22,7 +22,8 @@ export function postgresSkipReason(): string | null {
 
 /** A fresh, empty database; `drop()` removes it. */
 export async function createPostgresDatabase(prefix = 'onejob_t'): Promise<{ url: string; name: string; drop(): Promise<void> }> {
-  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  // The creation time is in the name, so cleanup can leave recent databases of concurrent runs alone.
+  const name = `${prefix}_${Math.floor(Date.now() / 1000)}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: ADMIN_URL });
   await admin.connect();
   try {
