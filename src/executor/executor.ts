@@ -413,6 +413,10 @@ export class Executor {
           f.abort.abort(new Error('lease lost'));
         }
       }
+      // A job cancelled through another process: stop its requests here too.
+      const watched = flights.filter((f) => !f.leaseLost && !f.cancelled);
+      const states = await this.#o.store.getJobStates(watched.map((f) => ({ ownerId: f.job.ownerId, jobId: f.job.id })));
+      for (const f of watched) if (states.get(f.job.id) === 'cancelled') this.#cancelFlight(f);
     } catch (e) {
       this.events.emit('error', e);
     }
@@ -430,13 +434,19 @@ export class Executor {
   #onJobChanged(ownerId: string, jobId: string): void {
     const flights = [...this.#inFlight.values()].filter((f) => f.job.id === jobId && f.job.ownerId === ownerId);
     if (flights.length === 0) return;
-    void this.#o.store.getJob(ownerId, jobId).then((job) => {
-      if (job?.state !== 'cancelled') return;
-      for (const f of flights) {
-        f.cancelled = true;
-        f.abort.abort(new Error('job cancelled'));
-      }
-    }).catch((e) => this.events.emit('error', e));
+    void this.#o.store
+      .getJobStates([{ ownerId, jobId }])
+      .then((states) => {
+        if (states.get(jobId) === 'cancelled') for (const f of flights) this.#cancelFlight(f);
+      })
+      .catch((e) => this.events.emit('error', e));
+  }
+
+  /** The job was cancelled: abort the request; the attempt is recorded `cancelled` (a result that still arrives is superseded). */
+  #cancelFlight(f: InFlight): void {
+    if (f.cancelled) return;
+    f.cancelled = true;
+    f.abort.abort(new Error('job cancelled'));
   }
 }
 

@@ -19,7 +19,7 @@ import {
   everyProviderEligible,
   planNextProvider,
 } from '../core/job-rules.ts';
-import { isAttemptActive, isJobTerminal, type AttemptState } from '../core/states.ts';
+import { isAttemptActive, isJobTerminal, type AttemptState, type JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, SkippedProvider } from '../core/types.ts';
 import type { CertificationRow, Driver, DriverQueries, EventInsertRow, MigrationResult } from './driver.ts';
 import type {
@@ -154,6 +154,12 @@ export class JobStore implements Store {
       jobs: page.map((j) => ({ ...j, attempts: byJob.get(j.id) ?? [] })),
       nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
     };
+  }
+
+  async getJobStates(refs: readonly { readonly ownerId: string; readonly jobId: string }[]): Promise<Map<string, JobState>> {
+    const q = this.#driver.queries;
+    const jobs = await Promise.all(refs.map((r) => q.jobGet(r.ownerId, r.jobId)));
+    return new Map(jobs.filter((j): j is Job => j !== null).map((j) => [j.id, j.state]));
   }
 
   getAttempt(ownerId: string, attemptId: string): Promise<Attempt | null> {

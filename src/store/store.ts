@@ -143,6 +143,8 @@ export interface Store {
   listJobs(params: ListJobsParams): Promise<ListJobsResult>;
   /** The owner's attempt, or null. */
   getAttempt(ownerId: string, attemptId: string): Promise<Attempt | null>;
+  /** The current state of each job named (absent: no such job). For executors watching their jobs. */
+  getJobStates(refs: readonly { readonly ownerId: string; readonly jobId: string }[]): Promise<Map<string, JobState>>;
   /** A job's event log, oldest first. */
   listEvents(ownerId: string, jobId: string): Promise<readonly JobEvent[]>;
 

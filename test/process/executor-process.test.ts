@@ -114,6 +114,23 @@ for (const db of TEST_DATABASES) {
       expect(exe.exitCode).toBeNull();
     });
 
+    it('a cancel from another process stops the request at the next heartbeat; the attempt is cancelled', async () => {
+      fake.setDefault({ hang: true });
+      startExecutor(['--lease-ms', '900']);
+      const job = await create('cancel-remote');
+      await fake.waitForCalls(1);
+      await until('running', async () => (await store.getJob(OWNER, job.id))?.attempts[0]?.state === 'running');
+      await store.cancelJob(OWNER, job.id);
+      const after = await until('attempt cancelled', async () => {
+        const j = await store.getJob(OWNER, job.id);
+        return j?.attempts[0]?.state === 'cancelled' ? j : null;
+      }, 10_000);
+      expect(after).toMatchObject({ state: 'cancelled', result: null });
+      const call = await fake.waitForResult(1);
+      expect(call.result).toBe('client-closed');
+      expect(fake.calls).toHaveLength(1);
+    });
+
     it.skipIf(db.name !== 'postgres')('two executor processes, 500 jobs: every job ran exactly once (provider calls = attempts), no attempt had two owners', async () => {
       fake.setDefault({ delayMs: 2, reply: 'ok' });
       startExecutor(['--concurrency', '32']);
