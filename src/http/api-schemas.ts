@@ -5,9 +5,11 @@
  * @fastify/swagger turns the same objects into the OpenAPI 3.1 document at
  * `GET /openapi.json`. Shared shapes (`Job`, `Attempt`, `Problem`) are
  * registered with `app.addSchema` and referenced as `Job#`. The TypeScript
- * types beside each request schema are written to match it.
+ * type of each request part is derived from its schema (json-schema-to-ts
+ * `FromSchema`), so the three can never disagree.
  */
-import { ATTEMPT_STATES, JOB_STATES, type JobState } from '../core/states.ts';
+import type { FromSchema } from 'json-schema-to-ts';
+import { ATTEMPT_STATES, JOB_STATES } from '../core/states.ts';
 
 /** A recorded error, or null. */
 const nullableError = {
@@ -150,9 +152,7 @@ export const idParams = {
   properties: { id: { type: 'string', minLength: 1, maxLength: 200 } },
 } as const;
 /** Path parameters with an id. */
-export interface IdParams {
-  id: string;
-}
+export type IdParams = FromSchema<typeof idParams>;
 
 /** `Authorization` header, for the document; the check itself is the auth hook. */
 export const bearerSecurity = [{ bearerAuth: [] }];
@@ -169,11 +169,7 @@ export const createJobBody = {
   },
 } as const;
 /** Body of `POST /v1/jobs`. */
-export interface CreateJobBody {
-  route: string;
-  input: unknown;
-  metadata?: Record<string, unknown>;
-}
+export type CreateJobBody = FromSchema<typeof createJobBody>;
 
 /** Headers of `POST /v1/jobs` (documented; checked by hand for precise codes). */
 export const createJobHeaders = {
@@ -195,9 +191,7 @@ export const getJobQuery = {
   },
 } as const;
 /** Query of `GET /v1/jobs/{id}`. */
-export interface GetJobQuery {
-  wait?: number;
-}
+export type GetJobQuery = FromSchema<typeof getJobQuery>;
 
 /** Query of `GET /v1/jobs`. */
 export const listJobsQuery = {
@@ -210,11 +204,7 @@ export const listJobsQuery = {
   },
 } as const;
 /** Query of `GET /v1/jobs`. */
-export interface ListJobsQuery {
-  state?: JobState;
-  limit: number;
-  cursor?: string;
-}
+export type ListJobsQuery = FromSchema<typeof listJobsQuery>;
 
 /** Body of `POST /v1/jobs/{id}/attempts`. */
 export const startAttemptBody = {
@@ -223,9 +213,7 @@ export const startAttemptBody = {
   properties: { provider: { type: 'string', minLength: 1, description: 'Default: the next provider of the chain.' } },
 } as const;
 /** Body of `POST /v1/jobs/{id}/attempts`. */
-export interface StartAttemptBody {
-  provider?: string;
-}
+export type StartAttemptBody = FromSchema<typeof startAttemptBody>;
 
 /** Body of `POST /v1/attempts/{id}/resolve`. */
 export const resolveAttemptBody = {
@@ -257,10 +245,7 @@ export const resolveAttemptBody = {
   ],
 } as const;
 /** Body of `POST /v1/attempts/{id}/resolve`. */
-export type ResolveAttemptBody =
-  | { state: 'succeeded'; result: unknown }
-  | { state: 'failed'; error?: unknown }
-  | { state: 'cancelled'; error?: unknown };
+export type ResolveAttemptBody = FromSchema<typeof resolveAttemptBody>;
 
 /** Body of `POST /v1/chat/completions`: an OpenAI Chat Completions request (other members pass through to the providers). */
 export const chatCompletionBody = {
@@ -284,10 +269,4 @@ export const chatCompletionBody = {
   },
 } as const;
 /** Body of `POST /v1/chat/completions`. */
-export interface ChatCompletionBody {
-  model: string;
-  messages: unknown[];
-  stream?: boolean;
-  n?: number;
-  [extra: string]: unknown;
-}
+export type ChatCompletionBody = FromSchema<typeof chatCompletionBody>;
