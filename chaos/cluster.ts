@@ -218,7 +218,7 @@ export interface Cluster {
 /** Starts the whole cluster; on failure everything started so far is stopped. */
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const lb = ensureLoadBalancer(o.log);
-  const groups = new ProcessGroups(join(o.dir, 'pgids'));
+  const groups = new ProcessGroups(join(o.dir, `pgids.${process.pid}`));
   const watchdog = spawn(process.execPath, [join(ROOT, 'chaos', 'watchdog.mjs'), String(process.pid), groups.file, String(o.hardDeadline)], { detached: true, stdio: 'ignore' });
   watchdog.unref();
 
@@ -248,6 +248,16 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   };
 
   try {
+    // Databases of earlier runs that were killed before they could drop theirs (nobody connected).
+    const c = new pg.Client({ connectionString: adminUrl(), connectionTimeoutMillis: 10_000 });
+    await c.connect();
+    try {
+      const { rows } = await c.query<{ datname: string }>(
+        `SELECT datname FROM pg_database d WHERE datname LIKE 'onejob\\_chaos\\_%' AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`);
+      for (const { datname } of rows) await c.query(`DROP DATABASE IF EXISTS ${datname}`).catch(() => undefined);
+    } finally {
+      await c.end();
+    }
     await admin(`CREATE DATABASE ${dbName}`);
     const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: dbUrl.toString(), LOG_LEVEL: 'warn' };
     delete env.ONEJOB_API_KEYS;

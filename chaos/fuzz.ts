@@ -240,6 +240,8 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzReport> {
   await db.connect();
   let requests = 0;
   let raw = 0;
+  /** Server errors already reported (method, path, status): one finding each, at most 20. */
+  const seen = new Set<string>();
   const keysAnswered = new Map<string, number[]>();
 
   try {
@@ -297,7 +299,9 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzReport> {
             requests++;
             if (Date.now() - started > 3000) o.log(`slow fuzz answer (${Date.now() - started} ms, ${status}): ${r.method} ${r.path.slice(0, 120)} ${JSON.stringify(r.headers).slice(0, 200)}`);
             statuses[String(status)] = (statuses[String(status)] ?? 0) + 1;
-            if (status >= 500 && !(status === 503 && r.path.startsWith('/readyz'))) {
+            const shape = `${r.method} ${r.path.replace(/\?.*$/, '')} ${status}`;
+            if (status >= 500 && !(status === 503 && r.path.startsWith('/readyz')) && !seen.has(shape) && seen.size < 20) {
+              seen.add(shape);
               findings.push({ kind: 'server_error', message: `${r.method} ${r.path.slice(0, 200)} answered ${status}`, excerpt: [{ method: r.method, path: r.path.slice(0, 300), headers: r.headers, body: r.body?.slice(0, 500) }] });
             }
           }

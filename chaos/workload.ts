@@ -248,7 +248,7 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
           const clicks = 2 + Math.floor(o.random() * 3);
           answers = await Promise.all(Array.from({ length: clicks }, () => create(key, body)));
         } else if (w.chance(0.25)) {
-          answers = [await create(key, body, 20 + Math.floor(o.random() * 150))];
+          answers = [await create(key, body, 2 + Math.floor(o.random() * 40))];
         } else {
           answers = [await create(key, body)];
         }
