@@ -51,6 +51,17 @@ export interface BuildAppOptions {
   readonly chatCompletions?: ChatRoutesOptions | undefined;
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/** The body as text; JSON must be UTF-8 (RFC 8259), so invalid bytes are a 400, never silently replaced. */
+function decodeUtf8(body: Buffer): string {
+  try {
+    return utf8.decode(body);
+  } catch {
+    throw Object.assign(new Error('the body is not valid UTF-8'), { code: 'FST_ERR_CTP_INVALID_JSON_BODY', statusCode: 400 });
+  }
+}
+
 /** Parses a JSON body strictly: JSON only, no `__proto__` keys. */
 function parseStrictJson(text: string): unknown {
   if (text.trim() === '') throw Object.assign(new Error('the body is empty'), { code: 'FST_ERR_CTP_EMPTY_JSON_BODY', statusCode: 400 });
@@ -138,9 +149,9 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   });
 
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
     try {
-      done(null, parseStrictJson(body as string));
+      done(null, parseStrictJson(decodeUtf8(body as Buffer)));
     } catch (error) {
       done(error as Error, undefined);
     }

@@ -127,6 +127,7 @@ export class JobStore implements Store {
   }
 
   async getJob(ownerId: string, jobId: string): Promise<JobWithAttempts | null> {
+    if (!isPlausibleId(jobId)) return null;
     const q = this.#driver.queries;
     const job = await q.jobGet(ownerId, jobId);
     if (!job) return null;
@@ -162,11 +163,13 @@ export class JobStore implements Store {
     return new Map(jobs.filter((j): j is Job => j !== null).map((j) => [j.id, j.state]));
   }
 
-  getAttempt(ownerId: string, attemptId: string): Promise<Attempt | null> {
+  async getAttempt(ownerId: string, attemptId: string): Promise<Attempt | null> {
+    if (!isPlausibleId(attemptId)) return null;
     return this.#driver.queries.attemptGet(ownerId, attemptId);
   }
 
   async listEvents(ownerId: string, jobId: string): Promise<readonly JobEvent[]> {
+    if (!isPlausibleId(jobId)) return [];
     return this.#driver.queries.eventList(ownerId, jobId);
   }
 
@@ -217,7 +220,7 @@ export class JobStore implements Store {
   async settleAttempt(p: SettleAttemptParams): Promise<SettleAttemptResult> {
     const eligible = p.eligible ?? everyProviderEligible;
     const out = await this.#driver.transaction(async (q) => {
-      const found = await q.attemptGet(p.ownerId, p.attemptId);
+      const found = isPlausibleId(p.attemptId) ? await q.attemptGet(p.ownerId, p.attemptId) : null;
       if (!found) throw new OnejobError('attempt_not_found', `attempt ${p.attemptId} not found`);
       const job = await this.#lockJob(q, p.ownerId, found.jobId);
       const attempts = await q.attemptListByJob(p.ownerId, job.id);
@@ -449,7 +452,7 @@ export class JobStore implements Store {
   // ---- internals ----------------------------------------------------------
 
   async #lockJob(q: DriverQueries, ownerId: string, jobId: string): Promise<Job> {
-    const job = await q.jobGet(ownerId, jobId, true);
+    const job = isPlausibleId(jobId) ? await q.jobGet(ownerId, jobId, true) : null;
     if (!job) throw new OnejobError('job_not_found', `job ${jobId} not found`);
     return job;
   }
@@ -523,6 +526,14 @@ export class JobStore implements Store {
   }
 }
 
+/**
+ * Whether `id` could name a row: onejob's ids are visible ASCII. Anything else
+ * (a NUL byte, which PostgreSQL text cannot even hold) is simply not found.
+ */
+function isPlausibleId(id: string): boolean {
+  return id.length > 0 && id.length <= 200 && /^[!-~]+$/.test(id);
+}
+
 function holdsLease(a: Attempt, fence: { leaseOwner: string; leaseToken: string }, now: Date): boolean {
   return a.leaseOwner === fence.leaseOwner && a.leaseToken === fence.leaseToken && a.leaseExpiresAt !== null && a.leaseExpiresAt > now;
 }
@@ -546,7 +557,7 @@ function encodeCursor(job: Job): string {
 function decodeCursor(cursor: string): { createdAt: Date; id: string } {
   try {
     const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string') {
+    if (Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string' && isPlausibleId(v[1])) {
       return { createdAt: new Date(v[0] as number), id: v[1] };
     }
   } catch {

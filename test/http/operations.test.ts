@@ -7,7 +7,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_DATABASES } from '../support/databases.ts';
-import { startTestServer, type TestServer } from './http-test-app.ts';
+import { ALICE, startTestServer, type TestServer } from './http-test-app.ts';
 
 const sqlite = TEST_DATABASES.find((d) => d.name === 'sqlite')!;
 
@@ -74,6 +74,20 @@ describe('operations', () => {
     expect(read.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     const line = lines.find((l) => l.reqId === 'lb-req-42' && l.job_id === id);
     expect(line).toBeDefined();
+  });
+
+  it('an id with a NUL byte is 404, and a body that is not UTF-8 is 400 invalid_request', async () => {
+    for (const [method, path] of [['GET', '/v1/jobs/%00'], ['GET', '/v1/jobs/%00/attempts'], ['POST', '/v1/jobs/%00/attempts'], ['POST', '/v1/jobs/%00/cancel']] as const) {
+      const res = await server.request(method, path, method === 'POST' ? { body: {} } : {});
+      expect(res.status, `${method} ${path}`).toBe(404);
+    }
+    const res = await fetch(server.baseUrl + '/v1/jobs', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ALICE}`, 'idempotency-key': 'utf8-raw', 'content-type': 'application/json' },
+      body: Buffer.concat([Buffer.from('{"route":"summarize","input":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { code: string }).code).toBe('invalid_request');
   });
 
   it('GET /openapi.json is a valid OpenAPI 3.1 document describing every route', async () => {

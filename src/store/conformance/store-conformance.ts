@@ -385,6 +385,20 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(await codeOf(store.listJobs({ ownerId: OWNER, cursor: 'bm90IGEgY3Vyc29y' }))).toBe('invalid_request');
       });
 
+      it('an id no row could have (a NUL byte, non-ASCII) is simply not found, never a database error', async () => {
+        const { job } = await create('ids');
+        for (const bad of ['\u0000', `${job.id}\u0000`, 'job_é', '']) {
+          expect(await store.getJob(OWNER, bad)).toBeNull();
+          expect(await store.getAttempt(OWNER, bad)).toBeNull();
+          expect(await store.listEvents(OWNER, bad)).toEqual([]);
+          expect(await codeOf(store.cancelJob(OWNER, bad))).toBe('job_not_found');
+          expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId: bad, kind: 'manual', hedgeAfterMs: null }))).toBe('job_not_found');
+          expect(await codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: bad, outcome: { state: 'cancelled' } }))).toBe('attempt_not_found');
+        }
+        const forged = Buffer.from(JSON.stringify([Date.now(), 'job_\u0000'])).toString('base64url');
+        expect(await codeOf(store.listJobs({ ownerId: OWNER, cursor: forged }))).toBe('invalid_request');
+      });
+
       it('migrating again is a no-op, and two migrators at once are safe', async () => {
         const results = await Promise.all([store.migrate(), store.migrate()]);
         for (const r of results) expect(r.every((m) => m.status === 'already_applied')).toBe(true);
