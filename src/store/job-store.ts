@@ -278,6 +278,8 @@ export class JobStore implements Store {
           if (next.action === 'stay') {
             await q.jobUpdateProgress({ ownerId: p.ownerId, id: job.id, state: next.state, attemptCount: after.length, skipped: job.skipped, updatedAt: now });
           } else if (next.action === 'failover') {
+            // The log reads in causal order: this attempt's end, then the failover it caused.
+            await q.eventInsert(events.splice(0));
             failover = await this.#insertAttempt(q, job, after, next.provider, 'failover', next.skipped, now, undefined);
           } else {
             const skipped = mergeSkipped(job.skipped, next.skipped);

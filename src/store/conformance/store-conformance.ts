@@ -303,6 +303,8 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(r.attempt.state).toBe('failed');
         expect(r.failover).toMatchObject({ number: 2, provider: 'fallback', kind: 'failover', state: 'starting', leaseOwner: null });
         expect(r.job.state).toBe('running');
+        const types = (await store.listEvents(OWNER, r.job.id)).map((e) => e.type);
+        expect(types.indexOf('attempt.failed')).toBeLessThan(types.lastIndexOf('attempt.started'));
       });
 
       it('a late answer for an unknown attempt can still win', async () => {
