@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import canonicalizeImport from 'canonicalize';
+import { OnejobError } from './errors.ts';
 
 const canonicalizeFn = canonicalizeImport as unknown as (value: unknown) => string | undefined;
 
@@ -16,7 +17,13 @@ const canonicalizeFn = canonicalizeImport as unknown as (value: unknown) => stri
  * @example canonicalJson({ b: 2, a: 1 }) // '{"a":1,"b":2}'
  */
 export function canonicalJson(value: unknown): string {
-  const text = canonicalizeFn(value);
+  let text: string | undefined;
+  try {
+    text = canonicalizeFn(value);
+  } catch (cause) {
+    if (cause instanceof RangeError) throw new OnejobError('invalid_request', 'the request nests too deeply to fingerprint', { cause });
+    throw cause;
+  }
   if (text === undefined) throw new TypeError('value has no JSON representation');
   return text;
 }

@@ -62,6 +62,22 @@ function decodeUtf8(body: Buffer): string {
   }
 }
 
+/** How deeply a JSON body may nest; deeper documents are refused (400) before anything walks them recursively. */
+export const MAX_JSON_DEPTH = 128;
+
+/** Throws a 400 when `value` nests deeper than {@link MAX_JSON_DEPTH} (checked without recursion). */
+function checkDepth(value: unknown): void {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth > MAX_JSON_DEPTH) {
+      throw Object.assign(new Error(`the body nests deeper than ${MAX_JSON_DEPTH} levels`), { code: 'FST_ERR_CTP_INVALID_JSON_BODY', statusCode: 400 });
+    }
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+  }
+}
+
 /** Parses a JSON body strictly: JSON only, no `__proto__` keys. */
 function parseStrictJson(text: string): unknown {
   if (text.trim() === '') throw Object.assign(new Error('the body is empty'), { code: 'FST_ERR_CTP_EMPTY_JSON_BODY', statusCode: 400 });
@@ -151,7 +167,9 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
     try {
-      done(null, parseStrictJson(decodeUtf8(body as Buffer)));
+      const value = parseStrictJson(decodeUtf8(body as Buffer));
+      checkDepth(value);
+      done(null, value);
     } catch (error) {
       done(error as Error, undefined);
     }

@@ -123,4 +123,9 @@ describe('fingerprints', () => {
     );
     expect(fingerprint({ a: 1 })).not.toBe(fingerprint({ a: 2 }));
   });
+  it('refuse a value nested too deeply to walk, with a typed error instead of a stack overflow', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 200_000; i++) deep = [deep];
+    expect(codeOf(() => fingerprint(deep))).toBe('invalid_request');
+  });
 });

@@ -88,6 +88,10 @@ describe('operations', () => {
     });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { code: string }).code).toBe('invalid_request');
+    const deep = await server.request('POST', '/v1/jobs', { key: 'deep', raw: `{"route":"summarize","input":${'['.repeat(50_000)}${']'.repeat(50_000)}}` });
+    expect(deep).toMatchObject({ status: 400, body: { code: 'invalid_request' } });
+    const ok = await server.request('POST', '/v1/jobs', { key: 'deep-ok', raw: `{"route":"summarize","input":${'['.repeat(100)}${']'.repeat(100)}}` });
+    expect(ok.status).toBe(201);
   });
 
   it('GET /openapi.json is a valid OpenAPI 3.1 document describing every route', async () => {
