@@ -1,6 +1,6 @@
 /**
- * Named SQL for the `certifications` table (SQLite), with the row mapping,
- * over the driver's statement cache (`run`/`all`).
+ * Named SQL for the `certifications` table (SQLite), with the row mapping
+ * both ways (parameters out, domain rows in).
  */
 import type { CertificationRow } from '../driver.ts';
 
@@ -12,20 +12,17 @@ ON CONFLICT (provider, model, contract_fingerprint) DO UPDATE SET
 
 export const CERTIFICATION_LIST = `SELECT * FROM certifications ORDER BY provider, model, verified_at`;
 
-type Run = (sql: string, ...args: unknown[]) => number;
-type All = (sql: string, ...args: unknown[]) => Record<string, unknown>[];
-
-/** See `DriverQueries.certificationUpsert`. */
-export function certificationUpsert(run: Run, r: CertificationRow): void {
-  run(CERTIFICATION_UPSERT, {
+/** The named parameters of {@link CERTIFICATION_UPSERT} for `r`. */
+export function certificationParams(r: CertificationRow): Record<string, unknown> {
+  return {
     provider: r.provider, model: r.model, contractFingerprint: r.contractFingerprint, route: r.route,
     passed: r.passed ? 1 : 0, report: JSON.stringify(r.report ?? null), verifiedAt: r.verifiedAt.getTime(),
-  });
+  };
 }
 
-/** See `DriverQueries.certificationList`. */
-export function certificationList(all: All): CertificationRow[] {
-  return all(CERTIFICATION_LIST).map((row) => ({
+/** A row of {@link CERTIFICATION_LIST} as a domain record. */
+export function toCertification(row: Record<string, unknown>): CertificationRow {
+  return {
     provider: String(row.provider),
     model: String(row.model),
     contractFingerprint: String(row.contract_fingerprint),
@@ -33,5 +30,5 @@ export function certificationList(all: All): CertificationRow[] {
     passed: Number(row.passed) === 1,
     report: JSON.parse(String(row.report)) as unknown,
     verifiedAt: new Date(Number(row.verified_at)),
-  }));
+  };
 }

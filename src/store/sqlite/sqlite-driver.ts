@@ -1,13 +1,25 @@
 /**
  * The SQLite driver (better-sqlite3, WAL, `synchronous = FULL`): the embedded default.
  *
- * better-sqlite3 is synchronous, and one connection serves the process. The
- * store's transactions are async functions, so the driver keeps a mutex: a
- * transaction holds it from `BEGIN IMMEDIATE` to `COMMIT`, and every
- * autocommit query waits for it too, so no statement can ever slip into
- * another caller's open transaction. Across processes, `BEGIN IMMEDIATE` and
- * the busy timeout serialize writers.
+ * better-sqlite3 is synchronous, so the connection lives in a `worker_threads`
+ * worker (`sqlite-worker.mjs`): a commit's WAL sync or a busy-timeout wait
+ * blocks that thread, never the event loop. The main thread posts one message
+ * per statement (or per group commit, migration, COMMIT/ROLLBACK) and awaits
+ * its reply; the worker runs messages one at a time in arrival order.
+ *
+ * Exclusivity: the store's transactions are async functions whose statements
+ * are separate messages, so a transaction holds a gate from its first
+ * statement (which carries `BEGIN IMMEDIATE`) to its COMMIT/ROLLBACK reply,
+ * and nothing else is posted meanwhile. Self-contained requests (autocommit
+ * statements, a group commit, migrations) are posted as soon as no
+ * transaction holds the gate, without waiting for each other's replies: the
+ * worker's queue orders them. Everything waits in one FIFO, so nobody starves.
+ * Across processes, `BEGIN IMMEDIATE` and the busy timeout serialize writers.
+ *
+ * If the worker dies, every waiting and later call fails with
+ * `database_unavailable` (the driver does not restart it).
  */
+import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { OnejobError } from '../../core/errors.ts';
 import type { AttemptState, JobState } from '../../core/states.ts';
@@ -32,99 +44,123 @@ export interface SqliteDriverOptions {
 
 type Row = Record<string, unknown>;
 
+/** How the worker runs one statement: `each` runs it once per argument list (`p` is then a list of lists). */
+type Kind = 'get' | 'all' | 'run' | 'each';
+
+/** Messages to the worker (see sqlite-worker.mjs). Arguments are plain values: strings, numbers (dates as epoch ms), null. */
+type Request = { id?: number } & (
+  /** `tx`: 0 autocommit, 1 inside the open transaction, 2 `BEGIN IMMEDIATE` first. */
+  | { t: 'q'; tx: 0 | 1 | 2; k: Kind; s: string; p: unknown[] }
+  /** Group commit of `INSERT … RETURNING` rows: one entry per row in the reply. */
+  | { t: 'ib'; s: string; rows: unknown[][] }
+  | { t: 'migrate'; migrations: { version: number; name: string; sql: string }[]; now: number }
+  | { t: 'commit' | 'rollback' | 'versions' | 'close' }
+);
+interface ErrInfo { name: string; message: string; code?: string | undefined }
+interface Reply { id: number; v?: unknown; e?: ErrInfo }
+type BatchEntry = { v: Row | null; e?: undefined } | { e: ErrInfo };
+
+/** Group-commit batches of autocommit `jobInsert`s on their way at once (more: smaller batches, more syncs). */
+const INSERT_PIPELINES = 1;
+
+const WORKER_URL = new URL('./sqlite-worker.mjs', import.meta.url);
+
 /**
- * Opens a SQLite database file as a driver.
+ * Opens a SQLite database file as a driver: starts its worker, which opens
+ * the file and sets WAL, `synchronous = FULL`, foreign keys and the busy timeout.
  *
- * @example const driver = openSqliteDriver({ path: './onejob.db' });
+ * @throws OnejobError `database_unavailable` when the file cannot be opened.
+ * @example const driver = await openSqliteDriver({ path: './onejob.db' });
  */
-export function openSqliteDriver(options: SqliteDriverOptions): Driver {
-  let db: Database.Database;
+export async function openSqliteDriver(options: SqliteDriverOptions): Promise<Driver> {
+  // execArgv []: the worker is plain JavaScript and needs no loader (e.g. tsx) from the parent's flags.
+  const worker = new Worker(WORKER_URL, { workerData: { path: options.path, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, execArgv: [] });
+  let onMessage = (_m: { t: string; e?: ErrInfo }): void => undefined;
+  let onError = (_e: Error): void => undefined;
+  let onExit = (_code: number): void => undefined;
   try {
-    db = new Database(options.path);
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
-    db.pragma('foreign_keys = ON');
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    await new Promise<void>((resolve, reject) => {
+      onMessage = (m) => (m.t === 'ready' ? resolve() : reject(toError(m.e ?? { name: 'Error', message: 'the worker did not start' })));
+      onError = reject;
+      onExit = (code) => reject(new Error(`the SQLite worker exited (code ${code})`));
+      worker.once('message', onMessage).once('error', onError).once('exit', onExit);
+    });
   } catch (e) {
+    await worker.terminate();
     throw new OnejobError('database_unavailable', `cannot open SQLite database ${options.path}: ${(e as Error).message}`, { cause: e });
+  } finally {
+    // Only our own listeners: the Worker keeps internal ones (its port's referencing) that must stay.
+    worker.off('message', onMessage).off('error', onError).off('exit', onExit);
   }
-  return new SqliteDriver(db);
+  return new SqliteDriver(worker, options.path);
 }
 
 class SqliteDriver implements Driver {
   readonly name = 'sqlite';
   readonly capabilities = { supportsSkipLocked: false, supportsListenNotify: false, supportsConcurrentWriters: false } as const;
   readonly queries: DriverQueries;
-  readonly #db: Database.Database;
-  readonly #raw: DriverQueries;
-  readonly #statements = new Map<string, Database.Statement>();
-  #lock: Promise<void> = Promise.resolve();
+  readonly #worker: Worker;
+  readonly #path: string;
+  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
+  #nextId = 1;
+  /** Set once the worker is gone (crashed or closed): every request fails with it. */
+  #dead: OnejobError | null = null;
   #closed = false;
+  /** A transaction holds the connection (between its first statement and its COMMIT/ROLLBACK reply). */
+  #held = false;
+  /** FIFO of work waiting for the gate; each entry returns whether it now holds it. */
+  #gate: (() => boolean)[] = [];
 
-  constructor(db: Database.Database) {
-    this.#db = db;
-    this.#raw = this.#makeQueries();
-    const raw = this.#raw;
-    // Autocommit use: every call waits its turn behind open transactions.
-    this.queries = new Proxy(raw, {
-      get: (target, prop, receiver) => {
-        if (prop === 'jobInsert') return this.#insertGrouped;
-        const fn = Reflect.get(target, prop, receiver) as unknown;
-        if (typeof fn !== 'function') return fn;
-        return (...args: unknown[]) => this.#exclusive(() => (fn as (...a: unknown[]) => Promise<unknown>).apply(target, args));
-      },
+  constructor(worker: Worker, path: string) {
+    this.#worker = worker;
+    this.#path = path;
+    worker.on('message', (r: Reply) => this.#onReply(r));
+    worker.on('error', (e) => this.#fail(`the SQLite worker failed: ${e.message}`, e));
+    worker.on('messageerror', (e) => {
+      this.#fail(`a reply from the SQLite worker could not be read: ${e.message}`, e);
+      void worker.terminate();
     });
+    worker.on('exit', (code) => this.#fail(`the SQLite worker exited (code ${code})`, undefined));
+    worker.unref(); // referenced only while a reply is awaited, like a socket with a request on it
+    const auto = this.#makeQueries((k, s, p) => this.#auto({ t: 'q', tx: 0, k, s, p }));
+    this.queries = { ...auto, jobInsert: this.#insertGrouped };
   }
 
   async transaction<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T> {
     return this.#exclusive(async () => {
-      this.#db.exec('BEGIN IMMEDIATE');
+      const tx = { begun: false, done: false };
+      // BEGIN IMMEDIATE travels with the first statement (one round trip fewer); a transaction with no statement sends nothing.
+      const q = this.#makeQueries((k, s, p) => {
+        if (tx.done) return Promise.reject(new Error('a statement was issued after its transaction ended'));
+        const mode = tx.begun ? 1 : 2;
+        tx.begun = true;
+        return this.#send({ t: 'q', tx: mode, k, s, p }, true);
+      });
       try {
-        const out = await fn(this.#raw);
-        this.#db.exec('COMMIT');
+        const out = await fn(q);
+        tx.done = true;
+        if (tx.begun) await this.#send({ t: 'commit' }, true);
         return out;
       } catch (e) {
-        if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+        tx.done = true;
+        if (tx.begun) await this.#send({ t: 'rollback' }, true).catch(() => undefined);
         throw e;
       }
     });
   }
 
   async migrate(): Promise<MigrationResult[]> {
-    return this.#exclusive(async () => {
-      this.#db.exec('BEGIN IMMEDIATE');
-      try {
-        this.#db.exec(`CREATE TABLE IF NOT EXISTS onejob_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-        const done = new Set((this.#db.prepare('SELECT version FROM onejob_migrations').all() as { version: number }[]).map((r) => r.version));
-        const results: MigrationResult[] = [];
-        for (const m of loadMigrations('sqlite')) {
-          if (done.has(m.version)) {
-            results.push({ version: m.version, name: m.name, status: 'already_applied' });
-            continue;
-          }
-          this.#db.prepare('INSERT INTO onejob_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
-          this.#db.exec(m.sql);
-          results.push({ version: m.version, name: m.name, status: 'applied' });
-        }
-        this.#db.exec('COMMIT');
-        return results;
-      } catch (e) {
-        if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
-        throw e;
-      }
-    });
+    const migrations = loadMigrations('sqlite').map((m) => ({ version: m.version, name: m.name, sql: m.sql }));
+    return this.#auto<MigrationResult[]>({ t: 'migrate', migrations, now: Date.now() });
   }
 
   async pendingMigrations(): Promise<number[]> {
-    return this.#exclusive(async () => {
-      const exists = this.#db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'onejob_migrations'`).get();
-      const done = exists ? new Set((this.#db.prepare('SELECT version FROM onejob_migrations').all() as { version: number }[]).map((r) => r.version)) : new Set<number>();
-      return loadMigrations('sqlite').map((m) => m.version).filter((v) => !done.has(v));
-    });
+    const done = new Set(await this.#auto<number[]>({ t: 'versions' }));
+    return loadMigrations('sqlite').map((m) => m.version).filter((v) => !done.has(v));
   }
 
   async ping(): Promise<void> {
-    await this.#exclusive(async () => void this.#db.prepare('SELECT 1').get());
+    await this.#auto({ t: 'q', tx: 0, k: 'get', s: 'SELECT 1', p: [] });
   }
 
   async notifyWork(): Promise<void> {
@@ -138,137 +174,212 @@ class SqliteDriver implements Driver {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#lock;
-    this.#db.close();
+    // Whatever holds or waits for the gate goes first (waiters that start now fail as closed).
+    await new Promise<void>((resolve) => this.#whenFree(() => (resolve(), false)));
+    if (!this.#dead) await this.#send({ t: 'close' }, true).catch(() => undefined);
+    this.#dead ??= new OnejobError('database_unavailable', 'the SQLite database is closed');
+    await this.#worker.terminate();
+  }
+
+  // ---- messaging ------------------------------------------------------------
+
+  /** Posts `msg` and resolves with the worker's answer. `force`: allowed while closing (a running transaction, the close itself). */
+  #send<T>(msg: Request, force = false): Promise<T> {
+    if (this.#dead) return Promise.reject(this.#dead);
+    if (this.#closed && !force) return Promise.reject(closedError());
+    return new Promise<T>((resolve, reject) => {
+      const id = this.#nextId++;
+      msg.id = id;
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      if (this.#pending.size === 1) this.#worker.ref();
+      try {
+        this.#worker.postMessage(msg);
+      } catch (e) {
+        this.#settled(id);
+        reject(e);
+      }
+    });
+  }
+
+  #settled(id: number): void {
+    this.#pending.delete(id);
+    if (this.#pending.size === 0) this.#worker.unref();
+  }
+
+  #onReply(r: Reply): void {
+    const p = this.#pending.get(r.id);
+    if (!p) return;
+    this.#settled(r.id);
+    if (r.e) p.reject(toError(r.e));
+    else p.resolve(r.v);
+  }
+
+  /** The worker is gone: fail everyone waiting, and everyone after. */
+  #fail(message: string, cause: unknown): void {
+    if (!this.#dead) this.#dead = new OnejobError('database_unavailable', `${message} (${this.#path})`, cause === undefined ? {} : { cause });
+    const waiting = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const p of waiting) p.reject(this.#dead);
+  }
+
+  // ---- the gate ---------------------------------------------------------------
+
+  /** Runs `take` now if nothing holds or waits for the gate, else after everything queued before it. */
+  #whenFree(take: () => boolean): void {
+    if (!this.#held && this.#gate.length === 0) this.#held = take();
+    else this.#gate.push(take);
+  }
+
+  #release(): void {
+    this.#held = false;
+    while (!this.#held && this.#gate.length > 0) this.#held = this.#gate.shift()!();
+  }
+
+  /** A self-contained request: posted once no transaction holds the gate; does not hold it. */
+  #auto<T>(msg: Request): Promise<T> {
+    if (!this.#held && this.#gate.length === 0) return this.#send<T>(msg);
+    return new Promise<T>((resolve, reject) => this.#gate.push(() => (this.#send<T>(msg).then(resolve, reject), false)));
+  }
+
+  /** Holds the gate while `fn` runs (a transaction). */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) =>
+      this.#whenFree(() => {
+        if (this.#closed || this.#dead) {
+          reject(this.#dead ?? closedError());
+          return false;
+        }
+        void fn().then(resolve, reject).finally(() => this.#release());
+        return true;
+      }),
+    );
   }
 
   /**
-   * Group commit of autocommit `jobInsert`s: calls that arrive while another
-   * writer holds the lock wait together and are written in ONE `BEGIN
-   * IMMEDIATE … COMMIT` (one WAL sync for all of them, `synchronous = FULL`
-   * kept). Each row is its own statement, so a failing row (a CHECK, say)
-   * fails only its caller; every caller is answered after the COMMIT.
+   * Group commit of autocommit `jobInsert`s: calls that arrive while a batch
+   * is on its way (or while a transaction holds the gate) wait together and
+   * go as ONE message, written by the worker in one `BEGIN IMMEDIATE … COMMIT`
+   * (one WAL sync for all of them, `synchronous = FULL` kept). Each row is its
+   * own statement, so a failing row (a CHECK, say) fails only its caller;
+   * every caller is answered after the COMMIT.
    */
   readonly #insertGrouped = (row: JobInsertRow): Promise<Job | null> =>
     new Promise((resolve, reject) => {
-      this.#insertQueue.push({ row, resolve, reject });
-      if (this.#insertQueue.length > 1) return;
-      void this.#exclusive(async () => {
-        const batch = this.#insertQueue;
-        this.#insertQueue = [];
-        if (batch.length === 1) {
-          const only = batch[0]!;
-          await this.#raw.jobInsert(only.row).then(only.resolve, only.reject);
-          return;
-        }
-        const outcomes: (() => void)[] = [];
-        try {
-          this.#db.exec('BEGIN IMMEDIATE');
-          for (const p of batch) {
-            try {
-              const job = await this.#raw.jobInsert(p.row);
-              outcomes.push(() => p.resolve(job));
-            } catch (e) {
-              outcomes.push(() => p.reject(e));
-            }
-          }
-          this.#db.exec('COMMIT');
-        } catch (e) {
-          if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
-          for (const p of batch) p.reject(e);
-          return;
-        }
-        for (const settle of outcomes) settle();
-      }).catch((e: unknown) => {
-        // The lock could not be taken (closed): fail whoever is still queued.
-        const left = this.#insertQueue;
-        this.#insertQueue = [];
-        for (const p of left) p.reject(e);
-      });
+      this.#insertQueue.push({ args: [jobInsertParams(row)], resolve, reject });
+      this.#pumpInserts();
     });
 
-  #insertQueue: { readonly row: JobInsertRow; readonly resolve: (j: Job | null) => void; readonly reject: (e: unknown) => void }[] = [];
+  #insertQueue: { readonly args: unknown[]; readonly resolve: (j: Job | null) => void; readonly reject: (e: unknown) => void }[] = [];
+  #insertBatchesOut = 0;
+  #insertBatchWaiting = false;
 
-  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.#lock.then(() => {
-      if (this.#closed) throw new OnejobError('database_unavailable', 'the SQLite database is closed');
-      return fn();
-    });
-    this.#lock = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
-  }
-
-  #stmt(sql: string): Database.Statement {
-    let s = this.#statements.get(sql);
-    if (!s) {
-      s = this.#db.prepare(sql);
-      this.#statements.set(sql, s);
-    }
-    return s;
-  }
-
-  #makeQueries(): DriverQueries {
-    const get = (sql: string, ...args: unknown[]) => this.#stmt(sql).get(...args) as Row | undefined;
-    const all = (sql: string, ...args: unknown[]) => this.#stmt(sql).all(...args) as Row[];
-    const run = (sql: string, ...args: unknown[]) => this.#stmt(sql).run(...args).changes;
-    return {
-      jobInsert: async (r: JobInsertRow) => {
-        const row = get(J.JOB_INSERT, {
-          ownerId: r.ownerId, id: r.id, idempotencyKey: r.idempotencyKey, fingerprint: r.fingerprint, route: r.route,
-          input: json(r.input), metadata: r.metadata === null ? null : json(r.metadata), providers: json(r.providers), createdAt: r.createdAt.getTime(),
+  #pumpInserts(): void {
+    if (this.#insertBatchWaiting || this.#insertBatchesOut >= INSERT_PIPELINES || this.#insertQueue.length === 0) return;
+    this.#insertBatchWaiting = true;
+    this.#insertBatchesOut++;
+    this.#whenFree(() => {
+      this.#insertBatchWaiting = false;
+      const batch = this.#insertQueue;
+      this.#insertQueue = [];
+      this.#send<BatchEntry[]>({ t: 'ib', s: J.JOB_INSERT, rows: batch.map((p) => p.args) })
+        .then(
+          (entries) => {
+            batch.forEach((p, i) => {
+              const r = entries[i];
+              if (!r) p.reject(new Error('the SQLite worker answered fewer rows than sent'));
+              else if (r.e) p.reject(toError(r.e));
+              else p.resolve(r.v ? toJob(r.v) : null);
+            });
+          },
+          (e: unknown) => {
+            for (const p of batch) p.reject(e);
+          },
+        )
+        .finally(() => {
+          this.#insertBatchesOut--;
+          this.#pumpInserts();
         });
-        return row ? toJob(row) : null;
-      },
-      jobGetByKey: async (ownerId, key) => mapOne(get(J.JOB_GET_BY_KEY, ownerId, key), toJob),
-      jobGet: async (ownerId, id) => mapOne(get(J.JOB_GET, ownerId, id), toJob),
+      return false;
+    });
+  }
+
+  // ---- queries ------------------------------------------------------------------
+
+  /** The named queries over `exec` (autocommit, or one transaction's). */
+  #makeQueries(exec: (k: Kind, sql: string, args: unknown[]) => Promise<unknown>): DriverQueries {
+    const get = (sql: string, ...args: unknown[]) => exec('get', sql, args) as Promise<Row | undefined>;
+    const all = (sql: string, ...args: unknown[]) => exec('all', sql, args) as Promise<Row[]>;
+    const run = (sql: string, ...args: unknown[]) => exec('run', sql, args) as Promise<number>;
+    return {
+      jobInsert: async (r: JobInsertRow) => mapOne(await get(J.JOB_INSERT, jobInsertParams(r)), toJob),
+      jobGetByKey: async (ownerId, key) => mapOne(await get(J.JOB_GET_BY_KEY, ownerId, key), toJob),
+      jobGet: async (ownerId, id) => mapOne(await get(J.JOB_GET, ownerId, id), toJob),
       jobList: async (p: JobListParams) =>
-        all(J.JOB_LIST, {
+        (await all(J.JOB_LIST, {
           ownerId: p.ownerId, state: p.state ?? null, limit: p.limit,
           afterCreatedAt: p.after ? p.after.createdAt.getTime() : null, afterId: p.after?.id ?? null,
-        }).map(toJob),
+        })).map(toJob),
       jobUpdateProgress: async (p: JobProgressParams) =>
-        run(J.JOB_UPDATE_PROGRESS, { ownerId: p.ownerId, id: p.id, state: p.state, attemptCount: p.attemptCount, skipped: json(p.skipped), updatedAt: p.updatedAt.getTime() }) === 1,
+        (await run(J.JOB_UPDATE_PROGRESS, { ownerId: p.ownerId, id: p.id, state: p.state, attemptCount: p.attemptCount, skipped: json(p.skipped), updatedAt: p.updatedAt.getTime() })) === 1,
       jobFinish: async (p: JobFinishParams) =>
-        run(J.JOB_FINISH, {
+        (await run(J.JOB_FINISH, {
           ownerId: p.ownerId, id: p.id, expectedVersion: p.expectedVersion, state: p.state, completedBy: p.completedBy,
           result: json(p.result), error: p.error === null ? null : json(p.error), skipped: json(p.skipped), now: p.now.getTime(),
-        }) === 1,
-      jobListQueuedForUpdate: async (limit) => all(J.JOB_LIST_QUEUED, limit).map(toJob),
+        })) === 1,
+      jobListQueuedForUpdate: async (limit) => (await all(J.JOB_LIST_QUEUED, limit)).map(toJob),
 
       attemptInsert: async (r: AttemptInsertRow) => {
-        run(A.ATTEMPT_INSERT, {
+        await run(A.ATTEMPT_INSERT, {
           ownerId: r.ownerId, id: r.id, jobId: r.jobId, number: r.number, provider: r.provider, kind: r.kind, state: r.state,
           baseVersion: r.baseVersion, startedAt: r.startedAt.getTime(), deadlineAt: ms(r.deadlineAt),
           leaseOwner: r.leaseOwner, leaseToken: r.leaseToken, leaseExpiresAt: ms(r.leaseExpiresAt),
         });
       },
-      attemptListByJob: async (ownerId, jobId) => all(A.ATTEMPT_LIST_BY_JOB, ownerId, jobId).map(toAttempt),
-      attemptListByJobs: async (ownerId, jobIds) => all(A.ATTEMPT_LIST_BY_JOBS, ownerId, json(jobIds)).map(toAttempt),
-      attemptGet: async (ownerId, id) => mapOne(get(A.ATTEMPT_GET, ownerId, id), toAttempt),
+      attemptListByJob: async (ownerId, jobId) => (await all(A.ATTEMPT_LIST_BY_JOB, ownerId, jobId)).map(toAttempt),
+      attemptListByJobs: async (ownerId, jobIds) => (await all(A.ATTEMPT_LIST_BY_JOBS, ownerId, json(jobIds))).map(toAttempt),
+      attemptGet: async (ownerId, id) => mapOne(await get(A.ATTEMPT_GET, ownerId, id), toAttempt),
       attemptUpdate: async (p: AttemptUpdateParams) => {
         const { sql, params } = attemptUpdateSql(p);
-        return run(sql, params) === 1;
+        return (await run(sql, params)) === 1;
       },
       attemptClaim: async (p: AttemptClaimParams) =>
-        all(A.ATTEMPT_CLAIM, { leaseOwner: p.leaseOwner, leaseExpiresAt: p.leaseExpiresAt.getTime(), limit: p.limit }).map(toAttempt).sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime()),
+        (await all(A.ATTEMPT_CLAIM, { leaseOwner: p.leaseOwner, leaseExpiresAt: p.leaseExpiresAt.getTime(), limit: p.limit }))
+          .map(toAttempt).sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime()),
       attemptExtendLeases: async (p: LeaseExtendParams) =>
-        all(A.ATTEMPT_EXTEND_LEASES, { leaseOwner: p.leaseOwner, tokens: json(p.leaseTokens), leaseExpiresAt: p.leaseExpiresAt.getTime(), now: p.now.getTime() }).map((r) => String(r.lease_token)),
-      attemptListLeaseExpired: async (now, limit) => all(A.ATTEMPT_LIST_LEASE_EXPIRED, now.getTime(), limit).map(toAttempt),
+        (await all(A.ATTEMPT_EXTEND_LEASES, { leaseOwner: p.leaseOwner, tokens: json(p.leaseTokens), leaseExpiresAt: p.leaseExpiresAt.getTime(), now: p.now.getTime() }))
+          .map((r) => String(r.lease_token)),
+      attemptListLeaseExpired: async (now, limit) => (await all(A.ATTEMPT_LIST_LEASE_EXPIRED, now.getTime(), limit)).map(toAttempt),
 
       eventInsert: async (rows: readonly EventInsertRow[]) => {
-        for (const e of rows) {
-          run(E.EVENT_INSERT, { ownerId: e.ownerId, jobId: e.jobId, attemptId: e.attemptId, type: e.type, data: json(e.data), at: e.at.getTime() });
-        }
+        if (rows.length === 0) return;
+        // One message for all rows; the worker runs them in order and stops at the first failure.
+        await exec('each', E.EVENT_INSERT, rows.map((e) => [{ ownerId: e.ownerId, jobId: e.jobId, attemptId: e.attemptId, type: e.type, data: json(e.data), at: e.at.getTime() }]));
       },
-      eventList: async (ownerId, jobId) => all(E.EVENT_LIST, ownerId, jobId).map(toEvent),
-      eventListAll: async (afterId, limit) => all(E.EVENT_LIST_ALL, afterId, limit).map(toEvent),
-      certificationUpsert: async (row) => C.certificationUpsert(run, row),
-      certificationList: async () => C.certificationList(all),
+      eventList: async (ownerId, jobId) => (await all(E.EVENT_LIST, ownerId, jobId)).map(toEvent),
+      eventListAll: async (afterId, limit) => (await all(E.EVENT_LIST_ALL, afterId, limit)).map(toEvent),
+      certificationUpsert: async (row) => void (await run(C.CERTIFICATION_UPSERT, C.certificationParams(row))),
+      certificationList: async () => (await all(C.CERTIFICATION_LIST)).map(C.toCertification),
     };
   }
+}
+
+function jobInsertParams(r: JobInsertRow): Record<string, unknown> {
+  return {
+    ownerId: r.ownerId, id: r.id, idempotencyKey: r.idempotencyKey, fingerprint: r.fingerprint, route: r.route,
+    input: json(r.input), metadata: r.metadata === null ? null : json(r.metadata), providers: json(r.providers), createdAt: r.createdAt.getTime(),
+  };
+}
+
+function closedError(): OnejobError {
+  return new OnejobError('database_unavailable', 'the SQLite database is closed');
+}
+
+/** An error reported by the worker, rebuilt on this thread (SQLite errors keep their class and `code`). */
+function toError(e: ErrInfo): Error {
+  if (e.code !== undefined && e.name === 'SqliteError') return new Database.SqliteError(e.message, e.code);
+  const err = new Error(e.message);
+  if (e.name !== 'Error') err.name = e.name;
+  return err;
 }
 
 /** Builds the guarded UPDATE of {@link DriverQueries.attemptUpdate}. */
