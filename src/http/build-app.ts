@@ -51,7 +51,7 @@ export interface BuildAppOptions {
   readonly chatCompletions?: ChatRoutesOptions | undefined;
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }); // a BOM stays in the text: JSON.parse refuses it, as before
 
 /** The body as text; JSON must be UTF-8 (RFC 8259), so invalid bytes are a 400, never silently replaced. */
 function decodeUtf8(body: Buffer): string {
