@@ -51,6 +51,16 @@ for (const db of TEST_DATABASES) {
       });
     }
 
+    /** The job once it reaches `state` (re-read every 25 ms, at most 5 s). */
+    async function settledAs(jobId: string, state: string) {
+      let job = await store.getJob(OWNER, jobId);
+      for (let i = 0; i < 200 && job?.state !== state; i++) {
+        await new Promise((r) => setTimeout(r, 25));
+        job = await store.getJob(OWNER, jobId);
+      }
+      return job;
+    }
+
     async function verify(cfg: OnejobConfig): Promise<number> {
       let out = '';
       const code = await runVerifyCommand({ config: cfg, store, stdout: { write: (t: string) => (out += t) } });
@@ -68,11 +78,7 @@ for (const db of TEST_DATABASES) {
       runtime = await createRuntime({ config: cfg, store });
       await runtime.createExecutor({ pollMs: 100 }).start();
       const { job } = await store.createJob({ ownerId: OWNER, idempotencyKey: 'k', route: 'summarize', input: CASE_INPUT, providers: cfg.routes.summarize!.providers });
-      let done = await store.getJob(OWNER, job.id);
-      for (let i = 0; i < 200 && done?.state !== 'succeeded'; i++) {
-        await new Promise((r) => setTimeout(r, 25));
-        done = await store.getJob(OWNER, job.id);
-      }
+      const done = await settledAs(job.id, 'succeeded');
       expect(done).toMatchObject({ state: 'succeeded', result: { content: { summary: 'short' }, provider: 'good' } });
       expect(done!.attempts.map((a) => [a.provider, a.state])).toEqual([
         ['primary', 'failed'],
@@ -90,11 +96,7 @@ for (const db of TEST_DATABASES) {
       expect(runtime.eligible('summarize')('good', 'failover')).toBe('certification_void: contract changed');
       await runtime.createExecutor({ pollMs: 100 }).start();
       const { job } = await store.createJob({ ownerId: OWNER, idempotencyKey: 'k2', route: 'summarize', input: CASE_INPUT, providers: edited.routes.summarize!.providers });
-      let done = await store.getJob(OWNER, job.id);
-      for (let i = 0; i < 200 && done?.state !== 'failed'; i++) {
-        await new Promise((r) => setTimeout(r, 25));
-        done = await store.getJob(OWNER, job.id);
-      }
+      const done = await settledAs(job.id, 'failed');
       expect(done?.state).toBe('failed');
       expect(done?.error?.code).toBe('providers_exhausted');
       expect(done!.skipped.map((s) => s.provider).sort()).toEqual(['chatty', 'good']);
@@ -108,11 +110,7 @@ for (const db of TEST_DATABASES) {
       runtime = await createRuntime({ config: cfg, store });
       await runtime.createExecutor({ pollMs: 100 }).start();
       const { job } = await store.createJob({ ownerId: OWNER, idempotencyKey: 'k3', route: 'summarize', input: CASE_INPUT, providers: cfg.routes.summarize!.providers });
-      let done = await store.getJob(OWNER, job.id);
-      for (let i = 0; i < 200 && done?.state !== 'succeeded'; i++) {
-        await new Promise((r) => setTimeout(r, 25));
-        done = await store.getJob(OWNER, job.id);
-      }
+      const done = await settledAs(job.id, 'succeeded');
       expect(done!.attempts[0]).toMatchObject({ provider: 'primary', state: 'failed', error: { code: 'contract_violation' } });
       expect(done).toMatchObject({ state: 'succeeded', result: { provider: 'good', content: { summary: 'short' } } });
     });
