@@ -320,6 +320,14 @@ export class Executor {
       this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
       return;
     }
+    if (!this.#running && !f.cancelled && outcome.kind === 'failure' && outcome.error.code === 'aborted_before_send') {
+      // We stopped it ourselves (shutdown) before anything was sent: not a provider failure.
+      // Hand the attempt back unclaimed, still `starting`, for another executor to send.
+      await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
+      log?.info('attempt handed back unsent');
+      this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
+      return;
+    }
     if (f.cancelled && outcome.kind !== 'success') {
       await this.#settle(f, { state: 'cancelled', error: { code: 'cancelled', message: 'the job was cancelled' } }, log);
     } else if (outcome.kind === 'success') {

@@ -2,7 +2,9 @@
  * The executor against real fake providers over HTTP, on SQLite and PostgreSQL.
  * Event order is forced with the fake's gates and the executor's events, not sleeps.
  */
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isOnejobError } from '../../src/core/errors.ts';
 import { Executor, type ExecutorOptions, type OutputCheck } from '../../src/executor/executor.ts';
@@ -202,6 +204,32 @@ for (const db of TEST_DATABASES) {
       const done = await waitForJob(store, job.id, (j) => j.attempts[0]!.state === 'cancelled');
       expect(done).toMatchObject({ state: 'cancelled', result: null });
       expect(fallback.calls).toHaveLength(0);
+    });
+
+    it('an executor stopped before a request was sent hands the attempt back unclaimed, not failed', async () => {
+      // A listener that never accepts, its one-slot queue already taken: connecting hangs (nothing is ever sent).
+      const listener = spawn('python3', ['-c', 'import socket,sys,time\ns=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(0)\nprint(s.getsockname()[1], flush=True)\ntime.sleep(60)']);
+      try {
+        const [line] = (await once(listener.stdout!, 'data')) as [Buffer];
+        const port = Number(String(line).trim());
+        const filler = connect(port, '127.0.0.1');
+        await once(filler, 'connect');
+        providers.set('primary', createProvider('primary', { type: 'openai', baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 60_000 }));
+        const e = executor();
+        await e.start();
+        const job = await create('stopped-before-send');
+        await once(e.events, 'attempt:claimed');
+        await new Promise((r) => setTimeout(r, 200));
+        await e.stop(0);
+        filler.destroy();
+        const after = await store.getJob(OWNER, job.id);
+        expect(after!.attempts).toHaveLength(1);
+        expect(after!.attempts[0]).toMatchObject({ state: 'starting', leaseOwner: null });
+        const reclaimed = await store.claimWork({ leaseOwner: 'exe_next', leaseMs: 30_000, limit: 5 });
+        expect(reclaimed.map((c) => c.attempt.id)).toEqual([after!.attempts[0]!.id]);
+      } finally {
+        listener.kill('SIGKILL');
+      }
     });
 
     it('two executors, 100 jobs: every job runs exactly once (provider calls = attempts)', async () => {
