@@ -1,6 +1,16 @@
 /**
- * onejob as a library: the core rules, the store, and (later) the HTTP app,
- * the executor and testing helpers.
+ * onejob as a library: the core rules, the store, the HTTP app, the executor,
+ * the providers and the contracts. Testing helpers (a fake provider for your
+ * own tests) are a separate entry point: `onejob/testing`.
+ *
+ * @example
+ * import { openStore, createRuntime, buildApp, loadConfig } from 'onejob';
+ * const config = loadConfig({ env: process.env });
+ * const store = await openStore(config.databaseUrl);
+ * await store.migrate();
+ * const runtime = await createRuntime({ config, store });
+ * await runtime.createExecutor().start();
+ * await buildApp({ store, config, eligible: runtime.eligible }).listen({ port: config.port });
  */
 export * from './core/states.ts';
 export * from './core/errors.ts';
@@ -9,3 +19,17 @@ export * from './core/job-rules.ts';
 export * from './core/fingerprint.ts';
 export * from './core/clock.ts';
 export type * from './store/store.ts';
+export { JobStore } from './store/job-store.ts';
+export { openStore, openDriver, DEFAULT_DATABASE_URL } from './store/open-store.ts';
+export { loadConfig, defineConfig } from './config/config.ts';
+export type { OnejobConfig, ProviderConfig as ConfiguredProvider, RouteConfig } from './config/config.ts';
+export { buildApp } from './http/build-app.ts';
+export type { BuildAppOptions } from './http/build-app.ts';
+export { createMetrics } from './http/metrics.ts';
+export { Executor, acceptText } from './executor/executor.ts';
+export type { ExecutorOptions, ExecutorEvents, OutputCheck } from './executor/executor.ts';
+export { Runtime, createRuntime } from './runtime/runtime.ts';
+export * from './providers/index.ts';
+export { compileContract } from './contracts/compile-contract.ts';
+export { checkOutput } from './contracts/check-output.ts';
+export { certificationGate } from './contracts/certification-gate.ts';
