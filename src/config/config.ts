@@ -28,6 +28,8 @@ export const DEFAULT_DATABASE_URL = 'sqlite:./onejob.db';
 export const DEFAULT_PORT = 8080;
 /** The default request body limit: 1 MiB. */
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
+/** The default server-side wait of `POST /v1/chat/completions`: 5 minutes, below the OpenAI SDK's 10-minute timeout. */
+export const DEFAULT_CHAT_MAX_WAIT_MS = 300_000;
 /** The default deadline of one attempt. */
 export const DEFAULT_TIMEOUT_MS = 20_000;
 /** The config file read when no path is given, if it exists. */
@@ -66,6 +68,8 @@ export interface OnejobConfig {
   readonly host: string;
   /** Largest accepted request body. Default 1 MiB. */
   readonly bodyLimitBytes: number;
+  /** How long `POST /v1/chat/completions` waits for its job before answering "retry with the same key". Default 300000 (5 min). */
+  readonly chatMaxWaitMs: number;
   /** API token → owner. */
   readonly apiKeys: Readonly<Record<string, string>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
@@ -102,6 +106,7 @@ export const CONFIG_FILE_SCHEMA = {
     port: { type: 'integer', minimum: 0, maximum: 65535 },
     host: { type: 'string', minLength: 1 },
     bodyLimitBytes: { type: 'integer', minimum: 1 },
+    chatMaxWaitMs: { type: 'integer', minimum: 1, maximum: 3_600_000 },
     apiKeys: {
       type: 'object',
       propertyNames: { pattern: '^[!-~]+$' },
@@ -261,6 +266,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     port?: number;
     host?: string;
     bodyLimitBytes?: number;
+    chatMaxWaitMs?: number;
     apiKeys?: Record<string, string>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -336,6 +342,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     port,
     host: file.host ?? '0.0.0.0',
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     apiKeys,
     providers,
     routes,
@@ -355,6 +362,7 @@ export function defineConfig(partial: {
   port?: number;
   host?: string;
   bodyLimitBytes?: number;
+  chatMaxWaitMs?: number;
   apiKeys?: Record<string, string>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -373,6 +381,7 @@ export function defineConfig(partial: {
     port: partial.port ?? DEFAULT_PORT,
     host: partial.host ?? '0.0.0.0',
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     apiKeys: { ...(partial.apiKeys ?? {}) },
     providers,
     routes,

@@ -31,8 +31,6 @@ export interface ChatRoutesOptions {
   readonly retryAfterMs?: number | undefined;
 }
 
-/** Default of {@link ChatRoutesOptions.maxWaitMs}. */
-export const DEFAULT_CHAT_MAX_WAIT_MS = 300_000;
 /** Default of {@link ChatRoutesOptions.retryAfterMs}. */
 export const DEFAULT_CHAT_RETRY_AFTER_MS = 1_000;
 
@@ -42,7 +40,7 @@ export const JOB_ID_HEADER = 'onejob-job-id';
 /** Registers `POST /v1/chat/completions`. */
 export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, options: ChatRoutesOptions = {}): void {
   const { store, config, metrics } = ctx;
-  const maxWaitMs = options.maxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS;
+  const maxWaitMs = options.maxWaitMs ?? ctx.config.chatMaxWaitMs;
   const retryAfterMs = options.retryAfterMs ?? DEFAULT_CHAT_RETRY_AFTER_MS;
 
   /** Headers that tell a client to come back with the same key. */
