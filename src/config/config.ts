@@ -10,9 +10,10 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { Ajv, type ErrorObject } from 'ajv';
+import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import { OnejobError } from '../core/errors.ts';
+import { describeAjvError } from './describe-ajv-error.ts';
 import { providerConfigProblems } from '../providers/create-provider.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
@@ -155,25 +156,6 @@ function validator(): ReturnType<Ajv['compile']> {
   return validateFile;
 }
 
-/** One Ajv error as `path: reason`. */
-function describeAjvError(e: ErrorObject): string {
-  let path = e.instancePath === '' ? '(root)' : e.instancePath;
-  let reason = e.message ?? 'is invalid';
-  if (e.keyword === 'additionalProperties') {
-    const extra = (e.params as { additionalProperty: string }).additionalProperty;
-    path = `${e.instancePath}/${extra}`;
-    reason = 'is not a known setting';
-  } else if (e.keyword === 'required') {
-    path = `${e.instancePath}/${(e.params as { missingProperty: string }).missingProperty}`;
-    reason = 'is required';
-  } else if (e.keyword === 'enum') {
-    reason = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
-  } else if (e.keyword === 'propertyNames') {
-    reason = 'has a key that is not visible ASCII';
-  }
-  return `${path}: ${reason}`;
-}
-
 function invalid(source: string, problems: readonly string[]): OnejobError {
   return new OnejobError('config_invalid', `${source}: ${problems.join('; ')}`, { details: { problems } });
 }
@@ -260,7 +242,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
   const raw: unknown = configPath === null ? {} : readFile(configPath);
   const source = configPath ?? 'config';
   const validate = validator();
-  if (!validate(raw)) throw invalid(source, (validate.errors ?? []).map(describeAjvError));
+  if (!validate(raw)) throw invalid(source, (validate.errors ?? []).map((e) => describeAjvError(e, '', { propertyNames: 'has a key that is not visible ASCII' })));
   const file = raw as {
     database?: string;
     port?: number;

@@ -15,7 +15,8 @@
  *   "samples": 3
  * }
  */
-import { Ajv, type ErrorObject } from 'ajv';
+import { describeAjvError } from '../config/describe-ajv-error.ts';
+import { Ajv } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import { OnejobError } from '../core/errors.ts';
 
@@ -168,22 +169,6 @@ export function createOutputSchemaAjv(): Ajv {
   return ajv;
 }
 
-function describe(base: string, e: ErrorObject): string {
-  let path = `${base}${e.instancePath}`;
-  let reason = e.message ?? 'is invalid';
-  if (e.keyword === 'additionalProperties') {
-    path = `${path}/${(e.params as { additionalProperty: string }).additionalProperty}`;
-    reason = 'is not a known setting';
-  } else if (e.keyword === 'required') {
-    path = `${path}/${(e.params as { missingProperty: string }).missingProperty}`;
-    reason = 'is required';
-  } else if (e.keyword === 'enum') {
-    reason = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
-  } else if (e.keyword === 'false schema') {
-    reason = 'must not be set (the provider supplies the model)';
-  }
-  return `${path}: ${reason}`;
-}
 
 /**
  * Every problem of one contract entry, as `path: reason` (empty when valid):
@@ -193,7 +178,7 @@ function describe(base: string, e: ErrorObject): string {
  */
 export function validateContractConfig(raw: unknown, path = ''): string[] {
   const validate = entryValidator();
-  if (!validate(raw)) return (validate.errors ?? []).map((e) => describe(path, e));
+  if (!validate(raw)) return (validate.errors ?? []).map((e) => describeAjvError(e, path, { 'false schema': 'must not be set (the provider supplies the model)' }));
   const c = raw as ContractConfig;
   const problems: string[] = [];
   if (c.outputSchema !== undefined) {

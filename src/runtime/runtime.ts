@@ -15,7 +15,7 @@ import type { OnejobConfig } from '../config/config.ts';
 import { certificationGate, type CertificationView } from '../contracts/certification-gate.ts';
 import { checkOutput } from '../contracts/check-output.ts';
 import { compileContract, type CompiledContract } from '../contracts/compile-contract.ts';
-import { Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
+import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
 import { createProvider } from '../providers/create-provider.ts';
 import type { Provider, ProviderConfig } from '../providers/provider.ts';
 import type { Store } from '../store/store.ts';
@@ -98,8 +98,7 @@ export class Runtime {
   /** The run-time contract check of every output. */
   readonly checkOutput: OutputCheck = (route, input, completion) => {
     const contract = this.contracts.get(route);
-    if (!contract) return { ok: true, value: completion.content };
-    return checkOutput(contract, input, completion);
+    return contract ? checkOutput(contract, input, completion) : acceptText(route, input, completion);
   };
 
   /** A new executor wired to this runtime (not started). */
