@@ -165,7 +165,10 @@ export class Executor {
     if (this.#running) return;
     this.#running = true;
     this.#offWork = await this.#o.store.onWork(() => this.wake());
-    this.#offJob = this.#o.store.onJobChanged((ownerId, jobId) => this.#onJobChanged(ownerId, jobId));
+    this.#offJob = this.#o.store.onJobChanged((ownerId, jobId, state) => {
+      // Cancels made in this process say so; others are noticed by the heartbeat.
+      if (state === 'cancelled') this.#cancelJobFlights(ownerId, jobId);
+    });
     this.#timers.push(setInterval(() => void this.#heartbeat(), this.#o.heartbeatMs).unref());
     this.#timers.push(setInterval(() => void this.#rescue(), this.#o.rescueEveryMs).unref());
     // The poll keeps the process alive while the executor runs, as a listening server would.
@@ -439,15 +442,8 @@ export class Executor {
     }
   }
 
-  #onJobChanged(ownerId: string, jobId: string): void {
-    const flights = [...this.#inFlight.values()].filter((f) => f.job.id === jobId && f.job.ownerId === ownerId);
-    if (flights.length === 0) return;
-    void this.#o.store
-      .getJobStates([{ ownerId, jobId }])
-      .then((states) => {
-        if (states.get(jobId) === 'cancelled') for (const f of flights) this.#cancelFlight(f);
-      })
-      .catch((e) => this.events.emit('error', e));
+  #cancelJobFlights(ownerId: string, jobId: string): void {
+    for (const f of this.#inFlight.values()) if (f.job.id === jobId && f.job.ownerId === ownerId) this.#cancelFlight(f);
   }
 
   /** The job was cancelled: abort the request; the attempt is recorded `cancelled` (a result that still arrives is superseded). */

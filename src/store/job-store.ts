@@ -108,7 +108,7 @@ export class JobStore implements Store {
       createdAt: this.#clock.now(),
     });
     if (inserted) {
-      this.#changed(inserted.ownerId, inserted.id);
+      this.#changed(inserted.ownerId, inserted.id, inserted.state);
       this.#signalWork();
       return { job: { ...inserted, attempts: [] }, created: true };
     }
@@ -195,7 +195,7 @@ export class JobStore implements Store {
       await q.eventInsert(events);
       return { ...(await q.jobGet(ownerId, jobId))!, attempts: await q.attemptListByJob(ownerId, jobId) };
     });
-    this.#changed(ownerId, jobId);
+    this.#changed(ownerId, jobId, out.state);
     return out;
   }
 
@@ -298,7 +298,7 @@ export class JobStore implements Store {
       const attemptsAfter = await q.attemptListByJob(p.ownerId, job.id);
       return { attempt: attemptsAfter.find((a) => a.id === attempt.id)!, job: { ...jobAfter, attempts: attemptsAfter }, won, failover };
     });
-    this.#changed(p.ownerId, out.job.id);
+    this.#changed(p.ownerId, out.job.id, out.job.state);
     if (out.failover) this.#signalWork();
     return out;
   }
@@ -433,7 +433,7 @@ export class JobStore implements Store {
     };
   }
 
-  onJobChanged(listener: (ownerId: string, jobId: string) => void): () => void {
+  onJobChanged(listener: (ownerId: string, jobId: string, state?: JobState) => void): () => void {
     this.#changes.on('job', listener);
     return () => this.#changes.off('job', listener);
   }
@@ -502,8 +502,8 @@ export class JobStore implements Store {
     if (!ok) throw new OnejobError(fence ? 'lease_lost' : 'attempt_finished', `attempt ${attempt.id} changed concurrently`);
   }
 
-  #changed(ownerId: string, jobId: string): void {
-    this.#changes.emit('job', ownerId, jobId);
+  #changed(ownerId: string, jobId: string, state?: JobState): void {
+    this.#changes.emit('job', ownerId, jobId, state);
   }
 
   /** Wakes executors: in this process at once, other processes through the driver (coalesced). */

@@ -203,9 +203,11 @@ export interface Store {
    * Calls `listener` after a committed change of a job's state, outcome or
    * attempts, made through this store object (same process). Long-polls use it
    * together with a slow re-read as the fallback for changes made by other
-   * processes. Returns an unsubscribe function.
+   * processes. `state` is the job's state after the change when the store
+   * knows it without a read (creation, cancel, settle). Returns an
+   * unsubscribe function.
    */
-  onJobChanged(listener: (ownerId: string, jobId: string) => void): () => void;
+  onJobChanged(listener: (ownerId: string, jobId: string, state?: JobState) => void): () => void;
   close(): Promise<void>;
 
   /** Records a verify verdict for (provider, model, contract fingerprint); the latest one replaces earlier ones. */
