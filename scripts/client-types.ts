@@ -49,7 +49,7 @@ export async function servedOpenApiDocument(): Promise<OpenAPI3> {
 
 /** The two generated files' texts for `doc`. */
 export async function generateClientFiles(doc: OpenAPI3): Promise<{ openapi: string; types: string }> {
-  const ast = await openapiTS(doc, { alphabetize: true, exportType: true });
+  const ast = await openapiTS(doc, { alphabetize: true, exportType: true, emptyObjectsUnknown: true });
   return { openapi: `${JSON.stringify(doc, null, 2)}\n`, types: HEADER + astToString(ast) };
 }
 

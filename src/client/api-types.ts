@@ -370,7 +370,7 @@ export type paths = {
                         /** @description Any JSON; stored and handed to the providers as given. */
                         input: unknown;
                         /** @description Free-form object stored with the job. */
-                        metadata?: Record<string, never>;
+                        metadata?: Record<string, unknown>;
                         /** @description A configured route name. */
                         route: string;
                     };

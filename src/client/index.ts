@@ -21,3 +21,5 @@ export { INTENT_KEY_PREFIX, isValidIdempotencyKey, newIntentKey } from './intent
 export { DEFAULT_RETRY_POLICY, backoffMs, isRetryableStatus, retryAfterMs } from './retry-policy.ts';
 export type { CallSafety, RetryOptions, RetryPolicy } from './retry-policy.ts';
 export type * from './api-shapes.ts';
+export { IntentSession, intentStatusOf, intentStorageKey } from './intent-session.ts';
+export type { IntentSessionOptions, IntentSnapshot, IntentStatus, IntentStorage } from './intent-session.ts';
