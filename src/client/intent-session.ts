@@ -26,6 +26,8 @@ export interface IntentSnapshot {
   readonly status: IntentStatus;
   /** The Idempotency-Key held for this intent, or null when none is held. */
   readonly key: string | null;
+  /** The input of the held intent (restored after a reload), else the job's, else null. */
+  readonly input: unknown;
   /** The job as last read, or null. */
   readonly job: Job | null;
   /** The last error, or null; cleared by the next action. */
@@ -98,7 +100,7 @@ export class IntentSession {
   readonly #storage: IntentStorage | null;
   readonly #listeners = new Set<() => void>();
   #held: HeldIntent | null = null;
-  #snapshot: IntentSnapshot = { status: 'idle', key: null, job: null, error: null };
+  #snapshot: IntentSnapshot = { status: 'idle', key: null, input: null, job: null, error: null };
   #run: AbortController | null = null;
 
   constructor(options: IntentSessionOptions) {
@@ -107,7 +109,7 @@ export class IntentSession {
     this.#storageKey = intentStorageKey(options.name ?? options.route);
     this.#storage = options.storage === undefined ? defaultStorage() : options.storage;
     this.#held = this.#load();
-    if (this.#held !== null) this.#snapshot = { ...this.#snapshot, key: this.#held.key };
+    if (this.#held !== null) this.#snapshot = { ...this.#snapshot, key: this.#held.key, input: this.#held.input };
   }
 
   /** Subscribes to changes; returns the unsubscribe function. */
@@ -186,7 +188,7 @@ export class IntentSession {
     this.#stopRun();
     this.#held = null;
     this.#remove();
-    this.#set({ status: 'idle', key: null, job: null, error: null });
+    this.#set({ status: 'idle', key: null, input: null, job: null, error: null });
   };
 
   /** Stops waiting (a component unmounting); the held intent stays in storage for {@link resume}. */
@@ -199,7 +201,7 @@ export class IntentSession {
     const run = new AbortController();
     this.#run = run;
     const signal = run.signal;
-    this.#set({ ...this.#snapshot, key: held.key, error: null, status: how === 'create' && this.#snapshot.job === null ? 'submitting' : this.#snapshot.status });
+    this.#set({ ...this.#snapshot, key: held.key, input: held.input, error: null, status: how === 'create' && this.#snapshot.job === null ? 'submitting' : this.#snapshot.status });
     try {
       let job: Job;
       if (how === 'create' || held.jobId === null) {
@@ -237,7 +239,7 @@ export class IntentSession {
       this.#held = null;
       this.#remove();
     }
-    this.#set({ status: intentStatusOf(job), key: terminal ? null : (this.#held?.key ?? this.#snapshot.key), job, error: this.#snapshot.error });
+    this.#set({ status: intentStatusOf(job), key: terminal ? null : (this.#held?.key ?? this.#snapshot.key), input: job.input, job, error: this.#snapshot.error });
   }
 
   #fail(error: unknown, status?: IntentStatus): void {
