@@ -169,7 +169,8 @@ export class IntentSession {
     } catch (error) {
       this.#fail(error);
     }
-    if (this.#held !== null) void this.#follow(this.#held, 'read');
+    // Keep following the job, showing the refusal (if any) until the next action.
+    if (this.#held !== null) void this.#follow(this.#held, 'read', this.#snapshot.error);
   };
 
   /** Cancels the job (`POST /v1/jobs/{id}/cancel`); the key is let go with the cancelled job. */
@@ -196,12 +197,12 @@ export class IntentSession {
     this.#stopRun();
   };
 
-  async #follow(held: HeldIntent, how: 'create' | 'read'): Promise<void> {
+  async #follow(held: HeldIntent, how: 'create' | 'read', error: OnejobClientError | null = null): Promise<void> {
     this.#stopRun();
     const run = new AbortController();
     this.#run = run;
     const signal = run.signal;
-    this.#set({ ...this.#snapshot, key: held.key, input: held.input, error: null, status: how === 'create' && this.#snapshot.job === null ? 'submitting' : this.#snapshot.status });
+    this.#set({ ...this.#snapshot, key: held.key, input: held.input, error, status: how === 'create' && this.#snapshot.job === null ? 'submitting' : this.#snapshot.status });
     try {
       let job: Job;
       if (how === 'create' || held.jobId === null) {
