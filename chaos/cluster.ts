@@ -39,6 +39,12 @@ export interface ClusterOptions {
   /** Epoch ms after which the watchdog kills everything. */
   readonly hardDeadline: number;
   readonly log: (line: string) => void;
+  /**
+   * The server the run's database is created on and the API/executor
+   * processes connect to (its URL with the new database's name), instead of
+   * {@link adminUrl}: e.g. HAProxy in front of a Patroni cluster (`--ha`).
+   */
+  readonly databaseAdminUrl?: string | undefined;
 }
 
 /** A child process that can be killed and started again under the same name and port. */
@@ -54,6 +60,8 @@ export class ManagedProcess {
     private readonly env: NodeJS.ProcessEnv,
     private readonly logFile: string,
     private readonly groups: ProcessGroups,
+    /** Run the child as this OS user (uid, gid), e.g. `postgres` for Patroni. */
+    private readonly user?: { readonly uid: number; readonly gid: number },
   ) {}
 
   get pid(): number | undefined {
@@ -67,7 +75,7 @@ export class ManagedProcess {
   start(): ChildProcess {
     const fd = openSync(this.logFile, 'a');
     this.logOffset = fstatSync(fd).size;
-    const child = spawn(this.command, [...this.args], { detached: true, stdio: ['ignore', fd, fd], env: this.env });
+    const child = spawn(this.command, [...this.args], { detached: true, stdio: ['ignore', fd, fd], env: this.env, ...(this.user ?? {}) });
     closeSync(fd);
     this.child = child;
     if (child.pid !== undefined) this.groups.add(child.pid);
@@ -137,7 +145,7 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);
@@ -148,7 +156,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check().catch(() => false)) return;
@@ -219,16 +227,17 @@ export interface Cluster {
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const lb = ensureLoadBalancer(o.log);
   const groups = new ProcessGroups(join(o.dir, `pgids.${process.pid}`));
+  const serverUrl = o.databaseAdminUrl ?? adminUrl();
   const watchdog = spawn(process.execPath, [join(ROOT, 'chaos', 'watchdog.mjs'), String(process.pid), groups.file, String(o.hardDeadline)], { detached: true, stdio: 'ignore' });
   watchdog.unref();
 
   const started: ManagedProcess[] = [];
   const proxies: TcpProxy[] = [];
   const dbName = `onejob_chaos_${randomBytes(5).toString('hex')}`;
-  const dbUrl = new URL(adminUrl());
+  const dbUrl = new URL(serverUrl);
   dbUrl.pathname = `/${dbName}`;
   const admin = async (sql: string): Promise<void> => {
-    const c = new pg.Client({ connectionString: adminUrl(), connectionTimeoutMillis: 10_000 });
+    const c = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 10_000 });
     await c.connect();
     try {
       await c.query(sql);
@@ -249,7 +258,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
 
   try {
     // Databases of earlier runs that were killed before they could drop theirs (nobody connected).
-    const c = new pg.Client({ connectionString: adminUrl(), connectionTimeoutMillis: 10_000 });
+    const c = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 10_000 });
     await c.connect();
     try {
       const { rows } = await c.query<{ datname: string }>(
