@@ -323,8 +323,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     }
     const ready = async (p: ManagedProcess): Promise<void> => {
       const i = apis.indexOf(p as ManagedProcess & { port?: number });
-      if (i >= 0) await waitFor(`${p.name} ready`, () => httpOk(`${apiUrls[i]}/readyz`), 60_000);
-      else if (executors.includes(p)) await waitFor(`${p.name} ready`, async () => p.ownLog().includes('executor ready'), 60_000);
+      // A process that exits while starting ends the wait at once.
+      if (i >= 0) await waitFor(`${p.name} ready`, async () => !p.running || (await httpOk(`${apiUrls[i]}/readyz`)), 60_000);
+      else if (executors.includes(p)) await waitFor(`${p.name} ready`, async () => !p.running || p.ownLog().includes('executor ready'), 60_000);
+      if (!p.running) throw new Error(`${p.name} exited while starting: ${p.ownLog().trim().split('\n').at(-1)?.slice(0, 300) ?? ''}`);
     };
     await Promise.all([...apis, ...executors].map(ready));
 
@@ -372,8 +374,19 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       async restart(p) {
         if (p.running) return;
         p.restarts++;
-        p.start();
-        await ready(p);
+        // Like a supervisor: a process that exits while starting (onejob exits when its database
+        // is unreachable at start, e.g. during a failover) is started again, for up to 2 minutes.
+        const deadline = Date.now() + 120_000;
+        for (;;) {
+          p.start();
+          try {
+            await ready(p);
+            return;
+          } catch (e) {
+            if (p.running || Date.now() > deadline) throw e;
+          }
+          await sleep(1000);
+        }
       },
       async restartPostgres() {
         await new Promise<void>((resolve, reject) => {

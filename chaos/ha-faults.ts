@@ -114,9 +114,9 @@ export class HaFaultLoop {
       case 'ha-stall': {
         const stallMs = ttlMs + 5000;
         r = record(`network stall of the leader (PostgreSQL and etcd links) for ${stallMs} ms`);
-        ha.stall(leader, true);
+        await ha.stall(leader, true);
         await sleep(stallMs);
-        ha.stall(leader, false);
+        await ha.stall(leader, false);
         break;
       }
     }
@@ -137,7 +137,7 @@ export class HaFaultLoop {
     this.#stopped = true;
     await this.#loop;
     for (const n of this.o.ha.nodes) {
-      if (this.o.ha.stalled(n)) this.o.ha.stall(n, false);
+      if (this.o.ha.stalled(n)) await this.o.ha.stall(n, false);
       if (!n.patroni.running) n.patroni.start();
     }
     await this.o.ha.waitHealthy(this.o.healTimeoutMs ?? 120_000).catch((e: unknown) => this.o.log(`HA cluster not healthy at the end: ${String(e)}`));

@@ -12,35 +12,39 @@
  *  Patroni n1/n2/n3 ──► tcp-proxy (one per node) ──► etcd
  * ```
  *
- * The proxies exist to stall one node's network: its clients' connections
+ * The proxies (in a process of their own, chaos/proxy-host.ts) exist to stall one node's network: its clients' connections
  * and its Patroni's link to etcd (so its Patroni cannot renew the leader key
  * and demotes itself, as it would behind a real partition). Replication
  * between the nodes goes direct.
  *
- * Timing: `ttl 10 s, loop_wait 2 s, retry_timeout 4 s` (Patroni requires
+ * Timing: `ttl 15 s, loop_wait 2 s, retry_timeout 6 s` (Patroni requires
  * ttl ≥ loop_wait + 2 × retry_timeout) and `master_start_timeout 0` (a
  * crashed primary fails over at once instead of being restarted in place
  * for up to 5 minutes), so a failover takes at most about ttl + loop_wait.
+ * 10/2/4 lost the leader key without any fault on this 2-core machine under
+ * load: Patroni's etcd reads time out after retry_timeout / 3 = 1.3 s.
  *
- * Everything lives in one temp dir and runs as the `postgres` OS user when
+ * Everything lives in one temp dir, on tmpfs (/dev/shm) when there is one
+ * (fsyncs of etcd and PostgreSQL cost nothing there; the faults kill
+ * processes, never the machine, so durability across a process crash is
+ * unchanged), and runs as the `postgres` OS user when
  * this process is root (PostgreSQL refuses root). Every process group,
  * Patroni's and each postmaster's (Patroni starts PostgreSQL in a session of
  * its own), is registered with a watchdog (chaos/watchdog.mjs), so nothing is
  * left behind even if the runner is killed.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, ManagedProcess, ProcessGroups, sleep, waitFor } from './cluster.ts';
-import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const PG_BIN = process.env.CHAOS_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 
 /** Patroni's timing (seconds); see the module comment and docs/reliability.md. */
-export const PATRONI_TIMING = { ttl: 10, loop_wait: 2, retry_timeout: 4, master_start_timeout: 0 } as const;
+export const PATRONI_TIMING = { ttl: 15, loop_wait: 2, retry_timeout: 6, master_start_timeout: 0 } as const;
 
 /** One Patroni-managed PostgreSQL node. */
 export interface PatroniNode {
@@ -49,10 +53,57 @@ export interface PatroniNode {
   readonly restPort: number;
   readonly dataDir: string;
   readonly patroni: ManagedProcess;
-  /** Between HAProxy and this node's PostgreSQL. */
-  readonly pgProxy: TcpProxy;
-  /** Between this node's Patroni and etcd. */
-  readonly etcdProxy: TcpProxy;
+  /** The proxy between HAProxy and this node's PostgreSQL (in chaos/proxy-host.ts). */
+  readonly pgProxyPort: number;
+  /** The proxy between this node's Patroni and etcd. */
+  readonly etcdProxyPort: number;
+}
+
+/** The proxies' process (chaos/proxy-host.ts), driven over IPC. */
+class ProxyHost {
+  readonly #child: ChildProcess;
+  readonly #waiting = new Map<number, (m: { error?: string; ports?: Record<string, number> }) => void>();
+  #seq = 0;
+
+  constructor(groups: ProcessGroups) {
+    this.#child = fork(join(ROOT, 'chaos', 'proxy-host.ts'), [], { detached: true, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const pid = this.#child.pid;
+    if (pid !== undefined) {
+      groups.add(pid);
+      this.#child.on('exit', () => groups.delete(pid));
+    }
+    this.#child.on('message', (m: { id: number; error?: string; ports?: Record<string, number> }) => {
+      this.#waiting.get(m.id)?.(m);
+      this.#waiting.delete(m.id);
+    });
+  }
+
+  async #ask(m: Record<string, unknown>, timeoutMs = 10_000): Promise<Record<string, number>> {
+    const id = ++this.#seq;
+    const reply = await new Promise<{ error?: string; ports?: Record<string, number> }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`proxy host: no answer to ${String(m.op)}`)), timeoutMs);
+      this.#waiting.set(id, (r) => (clearTimeout(timer), resolve(r)));
+      this.#child.send({ ...m, id });
+    });
+    if (reply.error !== undefined) throw new Error(`proxy host: ${reply.error}`);
+    return reply.ports ?? {};
+  }
+
+  /** One proxy per name, in front of 127.0.0.1:port; answers each proxy's own port. */
+  start(targets: Record<string, number>): Promise<Record<string, number>> {
+    return this.#ask({ op: 'start', targets });
+  }
+
+  async stall(name: string, on: boolean): Promise<void> {
+    await this.#ask({ op: 'stall', name, on });
+  }
+
+  async close(): Promise<void> {
+    if (this.#child.exitCode !== null || !this.#child.connected) return;
+    const exited = new Promise<void>((resolve) => this.#child.once('exit', () => resolve()));
+    await this.#ask({ op: 'close' }, 3000).catch(() => this.#child.kill('SIGKILL'));
+    await Promise.race([exited, sleep(3000)]);
+  }
 }
 
 /** A member as Patroni's `GET /cluster` lists it. */
@@ -81,7 +132,7 @@ export interface PatroniCluster {
   /** A planned switchover away from `leader` through Patroni's REST API; resolves with Patroni's answer. */
   switchover(leader: PatroniNode): Promise<string>;
   /** Stalls (or un-stalls) every connection to the node's PostgreSQL and its Patroni's link to etcd. */
-  stall(node: PatroniNode, on: boolean): void;
+  stall(node: PatroniNode, on: boolean): Promise<void>;
   /** Whether the node is stalled now. */
   stalled(node: PatroniNode): boolean;
   /** Stops everything and removes the temp dir (unless `keep`). */
@@ -155,12 +206,12 @@ function postmasterPid(dataDir: string): number | null {
 export async function startPatroniCluster(o: PatroniClusterOptions): Promise<PatroniCluster> {
   ensurePatroniPackages(o.log);
   const user = postgresUser();
-  const dir = mkdtempSync(join(tmpdir(), 'onejob-ha-'));
+  const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'onejob-ha-'));
   const groups = new ProcessGroups(join(o.runDir, `ha-pgids.${process.pid}`));
   const watchdog = spawn(process.execPath, [join(ROOT, 'chaos', 'watchdog.mjs'), String(process.pid), groups.file, String(o.hardDeadline)], { detached: true, stdio: 'ignore' });
   watchdog.unref();
   const started: ManagedProcess[] = [];
-  const proxies: TcpProxy[] = [];
+  const proxies = new ProxyHost(groups);
   const nodes: PatroniNode[] = [];
   const stalledNodes = new Set<string>();
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: user === undefined ? process.env.HOME : '/var/lib/postgresql', LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8' };
@@ -185,7 +236,10 @@ export async function startPatroniCluster(o: PatroniClusterOptions): Promise<Pat
   const stopAll = async (keep = false): Promise<void> => {
     clearInterval(tracker);
     trackPostmasters();
-    for (const n of nodes) n.pgProxy.setStalled(false), n.etcdProxy.setStalled(false);
+    for (const name of stalledNodes) {
+      await proxies.stall(`pg-${name}`, false).catch(() => undefined);
+      await proxies.stall(`etcd-${name}`, false).catch(() => undefined);
+    }
     // Patroni stops its PostgreSQL on SIGTERM (fast shutdown).
     await Promise.all(started.filter((p) => p.name.startsWith('patroni')).map((p) => p.stop(20_000)));
     for (const [, pid] of postmasters) {
@@ -196,7 +250,7 @@ export async function startPatroniCluster(o: PatroniClusterOptions): Promise<Pat
       }
     }
     await Promise.all(started.filter((p) => !p.name.startsWith('patroni')).map((p) => p.stop(3000)));
-    await Promise.all(proxies.map((p) => p.close()));
+    await proxies.close();
     try {
       process.kill(watchdog.pid!, 'SIGTERM');
     } catch {
@@ -221,19 +275,21 @@ export async function startPatroniCluster(o: PatroniClusterOptions): Promise<Pat
     await waitFor('etcd', async () => (await getJson(`http://127.0.0.1:${etcdClient}/health`)).status === 200, 30_000);
 
     const hba = ['local all all trust', 'host all all 127.0.0.1/32 trust', 'host replication all 127.0.0.1/32 trust'];
-    for (const name of ['n1', 'n2', 'n3']) {
-      const [pgPort, restPort] = [await freePort(), await freePort()];
+    const names = ['n1', 'n2', 'n3'];
+    const pgPorts = await Promise.all(names.map(() => freePort()));
+    const proxyPorts = await proxies.start(Object.fromEntries(names.flatMap((n, i) => [[`pg-${n}`, pgPorts[i]!], [`etcd-${n}`, etcdClient]])));
+    for (const [i, name] of names.entries()) {
+      const [pgPort, restPort] = [pgPorts[i]!, await freePort()];
       const nodeDir = join(dir, name);
       mkdirSync(nodeDir, { recursive: true });
-      const pgProxy = await startTcpProxy({ target: { host: '127.0.0.1', port: pgPort } });
-      const etcdProxy = await startTcpProxy({ target: { host: '127.0.0.1', port: etcdClient } });
-      proxies.push(pgProxy, etcdProxy);
+      const pgProxyPort = proxyPorts[`pg-${name}`]!;
+      const etcdProxyPort = proxyPorts[`etcd-${name}`]!;
       const config = {
         scope: 'onejob-chaos',
         name,
         log: { level: 'INFO' },
         restapi: { listen: `127.0.0.1:${restPort}`, connect_address: `127.0.0.1:${restPort}` },
-        etcd3: { hosts: [`127.0.0.1:${etcdProxy.port}`], use_proxies: true },
+        etcd3: { hosts: [`127.0.0.1:${etcdProxyPort}`], use_proxies: true },
         bootstrap: {
           dcs: {
             ...PATRONI_TIMING,
@@ -269,19 +325,20 @@ export async function startPatroniCluster(o: PatroniClusterOptions): Promise<Pat
       const patroni = new ManagedProcess(`patroni-${name}`, 'patroni', [configFile], env, join(o.runDir, `patroni-${name}.log`), groups, user);
       patroni.start();
       started.push(patroni);
-      nodes.push({ name, pgPort, restPort, dataDir: join(nodeDir, 'data'), patroni, pgProxy, etcdProxy });
+      nodes.push({ name, pgPort, restPort, dataDir: join(nodeDir, 'data'), patroni, pgProxyPort, etcdProxyPort });
     }
 
     const hapPort = await freePort();
     const cfg = join(dir, 'haproxy-pg.cfg');
     writeFileSync(cfg, [
       'global', '  maxconn 2000', '',
-      'defaults', '  mode tcp', '  timeout connect 2s', '  timeout client 30m', '  timeout server 30m', '  timeout check 1s', '',
+      'defaults', '  mode tcp', '  timeout connect 2s', '  timeout client 30m', '  timeout server 30m', '  timeout check 2s', '',
       'listen postgres', `  bind 127.0.0.1:${hapPort}`,
       '  option httpchk GET /primary', '  http-check expect status 200',
-      // Every 500 ms; down after 2 failures; the sessions of a server marked down are cut at once.
-      '  default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions',
-      ...nodes.map((n) => `  server ${n.name} 127.0.0.1:${n.pgProxy.port} check port ${n.restPort}`), '',
+      // Every 500 ms; down after 3 failures (a refused connection fails at once, a slow answer after 2 s);
+      // the sessions of a server marked down are cut at once.
+      '  default-server inter 500ms fall 3 rise 1 on-marked-down shutdown-sessions',
+      ...nodes.map((n) => `  server ${n.name} 127.0.0.1:${n.pgProxyPort} check port ${n.restPort}`), '',
     ].join('\n'));
     const haproxy = new ManagedProcess('haproxy-pg', 'haproxy', ['-db', '-f', cfg], env, join(o.runDir, 'haproxy-pg.log'), groups);
     haproxy.start();
@@ -324,7 +381,7 @@ export async function startPatroniCluster(o: PatroniClusterOptions): Promise<Pat
     await waitHealthy(o.startTimeoutMs ?? 240_000);
     trackPostmasters();
     const first = await leader();
-    o.log(`Patroni cluster up in ${dir}: etcd :${etcdClient}, nodes ${nodes.map((n) => `${n.name} pg :${n.pgPort} rest :${n.restPort} via :${n.pgProxy.port}`).join(', ')}; leader ${first?.name}; HAProxy :${hapPort}`);
+    o.log(`Patroni cluster up in ${dir}: etcd :${etcdClient}, nodes ${nodes.map((n) => `${n.name} pg :${n.pgPort} rest :${n.restPort} via :${n.pgProxyPort}`).join(', ')}; leader ${first?.name}; HAProxy :${hapPort}`);
 
     return {
       dir,
@@ -349,11 +406,10 @@ export async function startPatroniCluster(o: PatroniClusterOptions): Promise<Pat
         });
         return `${res.status} ${(await res.text()).trim()}`;
       },
-      stall(node, on) {
+      async stall(node, on) {
         if (on) stalledNodes.add(node.name);
         else stalledNodes.delete(node.name);
-        node.pgProxy.setStalled(on);
-        node.etcdProxy.setStalled(on);
+        await Promise.all([proxies.stall(`pg-${node.name}`, on), proxies.stall(`etcd-${node.name}`, on)]);
       },
       stalled: (node) => stalledNodes.has(node.name),
       stop: stopAll,
