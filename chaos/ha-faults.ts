@@ -30,6 +30,8 @@ export interface HaFaultRecord extends FaultRecord {
   healedAt: number | null;
   /** The leader after the fault. */
   newLeader: string | null;
+  /** ms of the fault window during which an API process's `/readyz` answered other than 200 (sampled every 250 ms). */
+  readyzDownMs: number;
 }
 
 /** Options of {@link HaFaultLoop}. */
@@ -45,6 +47,8 @@ export interface HaFaultOptions {
   readonly until: number;
   /** How long a fault may take to heal. Default 120 s. */
   readonly healTimeoutMs?: number;
+  /** An API process whose `/readyz` is sampled during each fault. */
+  readonly readyzUrl?: string;
 }
 
 /** Injects the HA faults until stopped or out of time. */
@@ -85,10 +89,21 @@ export class HaFaultLoop {
       return;
     }
     const record = (detail: string): HaFaultRecord => {
-      const r: HaFaultRecord = { at: Math.round(this.o.clock()), kind, target: leader.name, detail, healedAt: null, newLeader: null };
+      const r: HaFaultRecord = { at: Math.round(this.o.clock()), kind, target: leader.name, detail, healedAt: null, newLeader: null, readyzDownMs: 0 };
       this.records.push(r);
       return r;
     };
+    let sampling = true;
+    let readyzDownMs = 0;
+    const sampler = (async () => {
+      if (this.o.readyzUrl === undefined) return;
+      while (sampling) {
+        const t = Date.now();
+        const ok = await fetch(`${this.o.readyzUrl}/readyz`, { signal: AbortSignal.timeout(2000) }).then((res) => res.body?.cancel().then(() => res.ok) ?? res.ok, () => false);
+        await sleep(Math.max(0, 250 - (Date.now() - t)));
+        if (!ok) readyzDownMs += Date.now() - t;
+      }
+    })();
     let r: HaFaultRecord;
     const ttlMs = PATRONI_TIMING.ttl * 1000;
     switch (kind) {
@@ -129,6 +144,9 @@ export class HaFaultLoop {
     } catch (e) {
       log(`HA cluster not healthy after ${kind}: ${String(e)}; members ${JSON.stringify(await ha.members().catch(() => []))}`);
     }
+    sampling = false;
+    await sampler;
+    r.readyzDownMs = readyzDownMs;
     appendFileSync(this.o.file, `${JSON.stringify(r)}\n`);
   }
 
@@ -160,6 +178,8 @@ export interface FailoverTime {
   /** Creates that failed in that window, by status (or `network`/`timeout`). */
   readonly failed: Readonly<Record<string, number>>;
   readonly healedMs: number | null;
+  /** How long `/readyz` of one API process said not ready during the fault window. */
+  readonly readyzDownMs: number;
 }
 
 const okCreate = (h: HistoryEntry): boolean => h.op === 'create' && (h.status === 201 || h.status === 200);
@@ -178,7 +198,8 @@ export function failoverTimes(history: readonly HistoryEntry[], faults: readonly
     const recovered = after.filter((h) => h.sentAt >= lastFailSent && okCreate(h)).sort((a, b) => a.recvAt - b.recvAt)[0];
     const failed: Record<string, number> = {};
     for (const h of failures) {
-      const k = h.status === null ? h.outcome : String(h.status);
+      const code = (h.response as { code?: unknown } | undefined)?.code;
+      const k = h.status === null ? h.outcome : typeof code === 'string' ? `${h.status} ${code}` : String(h.status);
       failed[k] = (failed[k] ?? 0) + 1;
     }
     return {
@@ -187,6 +208,7 @@ export function failoverTimes(history: readonly HistoryEntry[], faults: readonly
       recoveredMs: recovered === undefined ? null : Math.round(recovered.recvAt - f.at),
       failed,
       healedMs: f.healedAt === null ? null : f.healedAt - f.at,
+      readyzDownMs: f.readyzDownMs,
     };
   });
 }
@@ -195,5 +217,5 @@ export function failoverTimes(history: readonly HistoryEntry[], faults: readonly
 export function formatFailoverTimes(times: readonly FailoverTime[]): string[] {
   const s = (ms: number | null): string => (ms === null ? '-' : `${(ms / 1000).toFixed(1)} s`);
   return times.map((t) =>
-    `failover ${t.kind} ${t.from}→${t.to ?? '?'}: creates ok again after ${s(t.recoveredMs)} (first ok ${s(t.firstOkMs)}; cluster healthy after ${s(t.healedMs)}; failed creates ${JSON.stringify(t.failed)})`);
+    `failover ${t.kind} ${t.from}→${t.to ?? '?'}: creates ok again after ${s(t.recoveredMs)} (first ok ${s(t.firstOkMs)}; cluster healthy after ${s(t.healedMs)}; readyz not ready ${s(t.readyzDownMs)}; failed creates ${JSON.stringify(t.failed)})`);
 }

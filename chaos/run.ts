@@ -118,7 +118,7 @@ async function main(): Promise<number> {
       everyMs: ci ? 2500 : 3500, leaseMs, postgresRestart: pgRestart, postgresEveryMs: Math.max(60_000, Math.min(200_000, durationMs / 3)), log,
     });
     const until = Date.now() + durationMs;
-    const haFaults = ha === null ? null : new HaFaultLoop({ ha, clock, file: join(dir, 'faults.jsonl'), log, steadyMs: ci ? 6000 : 15_000, until });
+    const haFaults = ha === null ? null : new HaFaultLoop({ ha, clock, file: join(dir, 'faults.jsonl'), log, steadyMs: ci ? 6000 : 15_000, until, readyzUrl: c.apiUrls[0] });
     log('workload and faults start');
     faults.start();
     haFaults?.start();
