@@ -145,15 +145,25 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/**
+ * A free port for a server that is killed and started again on the same
+ * port. It is taken below the kernel's ephemeral range (32768–60999 on
+ * Linux), because a port from that range, left free while its process is
+ * down, can be taken as the local port of any outgoing connection meanwhile
+ * (the rig makes thousands), and the restart then fails with EADDRINUSE.
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
+  const tryPort = (port: number): Promise<boolean> =>
+    new Promise((resolve) => {
+      const s = createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
     });
-  });
+  for (let i = 0; i < 200; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await tryPort(port)) return port;
+  }
+  throw new Error('no free port found in 20000-31999');
 }
 
 export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
