@@ -39,6 +39,12 @@ export interface ClusterOptions {
   /** Epoch ms after which the watchdog kills everything. */
   readonly hardDeadline: number;
   readonly log: (line: string) => void;
+  /**
+   * The server the run's database is created on and the API/executor
+   * processes connect to (its URL with the new database's name), instead of
+   * {@link adminUrl}: e.g. HAProxy in front of a Patroni cluster (`--ha`).
+   */
+  readonly databaseAdminUrl?: string | undefined;
 }
 
 /** A child process that can be killed and started again under the same name and port. */
@@ -54,6 +60,8 @@ export class ManagedProcess {
     private readonly env: NodeJS.ProcessEnv,
     private readonly logFile: string,
     private readonly groups: ProcessGroups,
+    /** Run the child as this OS user (uid, gid), e.g. `postgres` for Patroni. */
+    private readonly user?: { readonly uid: number; readonly gid: number },
   ) {}
 
   get pid(): number | undefined {
@@ -67,7 +75,7 @@ export class ManagedProcess {
   start(): ChildProcess {
     const fd = openSync(this.logFile, 'a');
     this.logOffset = fstatSync(fd).size;
-    const child = spawn(this.command, [...this.args], { detached: true, stdio: ['ignore', fd, fd], env: this.env });
+    const child = spawn(this.command, [...this.args], { detached: true, stdio: ['ignore', fd, fd], env: this.env, ...(this.user ?? {}) });
     closeSync(fd);
     this.child = child;
     if (child.pid !== undefined) this.groups.add(child.pid);
@@ -137,18 +145,28 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
+/**
+ * A free port for a server that is killed and started again on the same
+ * port. It is taken below the kernel's ephemeral range (32768–60999 on
+ * Linux), because a port from that range, left free while its process is
+ * down, can be taken as the local port of any outgoing connection meanwhile
+ * (the rig makes thousands), and the restart then fails with EADDRINUSE.
+ */
+export async function freePort(): Promise<number> {
+  const tryPort = (port: number): Promise<boolean> =>
+    new Promise((resolve) => {
+      const s = createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
     });
-  });
+  for (let i = 0; i < 200; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await tryPort(port)) return port;
+  }
+  throw new Error('no free port found in 20000-31999');
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check().catch(() => false)) return;
@@ -219,16 +237,17 @@ export interface Cluster {
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const lb = ensureLoadBalancer(o.log);
   const groups = new ProcessGroups(join(o.dir, `pgids.${process.pid}`));
+  const serverUrl = o.databaseAdminUrl ?? adminUrl();
   const watchdog = spawn(process.execPath, [join(ROOT, 'chaos', 'watchdog.mjs'), String(process.pid), groups.file, String(o.hardDeadline)], { detached: true, stdio: 'ignore' });
   watchdog.unref();
 
   const started: ManagedProcess[] = [];
   const proxies: TcpProxy[] = [];
   const dbName = `onejob_chaos_${randomBytes(5).toString('hex')}`;
-  const dbUrl = new URL(adminUrl());
+  const dbUrl = new URL(serverUrl);
   dbUrl.pathname = `/${dbName}`;
   const admin = async (sql: string): Promise<void> => {
-    const c = new pg.Client({ connectionString: adminUrl(), connectionTimeoutMillis: 10_000 });
+    const c = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 10_000 });
     await c.connect();
     try {
       await c.query(sql);
@@ -249,7 +268,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
 
   try {
     // Databases of earlier runs that were killed before they could drop theirs (nobody connected).
-    const c = new pg.Client({ connectionString: adminUrl(), connectionTimeoutMillis: 10_000 });
+    const c = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: 10_000 });
     await c.connect();
     try {
       const { rows } = await c.query<{ datname: string }>(
@@ -314,8 +333,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     }
     const ready = async (p: ManagedProcess): Promise<void> => {
       const i = apis.indexOf(p as ManagedProcess & { port?: number });
-      if (i >= 0) await waitFor(`${p.name} ready`, () => httpOk(`${apiUrls[i]}/readyz`), 60_000);
-      else if (executors.includes(p)) await waitFor(`${p.name} ready`, async () => p.ownLog().includes('executor ready'), 60_000);
+      // A process that exits while starting ends the wait at once.
+      if (i >= 0) await waitFor(`${p.name} ready`, async () => !p.running || (await httpOk(`${apiUrls[i]}/readyz`)), 60_000);
+      else if (executors.includes(p)) await waitFor(`${p.name} ready`, async () => !p.running || p.ownLog().includes('executor ready'), 60_000);
+      if (!p.running) throw new Error(`${p.name} exited while starting: ${p.ownLog().trim().split('\n').at(-1)?.slice(0, 300) ?? ''}`);
     };
     await Promise.all([...apis, ...executors].map(ready));
 
@@ -363,8 +384,19 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       async restart(p) {
         if (p.running) return;
         p.restarts++;
-        p.start();
-        await ready(p);
+        // Like a supervisor: a process that exits while starting (onejob exits when its database
+        // is unreachable at start, e.g. during a failover) is started again, for up to 2 minutes.
+        const deadline = Date.now() + 120_000;
+        for (;;) {
+          p.start();
+          try {
+            await ready(p);
+            return;
+          } catch (e) {
+            if (p.running || Date.now() > deadline) throw e;
+          }
+          await sleep(1000);
+        }
       },
       async restartPostgres() {
         await new Promise<void>((resolve, reject) => {

@@ -9,6 +9,8 @@
  * proxy.setMode({ delayMs: 300 });                       // every chunk waits 300 ms
  * proxy.setMode({ cut: 'after-request', cutRate: 0.5 }); // half the connections die after the request reached the provider
  * proxy.setMode({});                                      // heal
+ * proxy.setStalled(true);                                 // every connection, open or new, stops forwarding (bytes are held)
+ * proxy.setStalled(false);                                // held bytes flow on, in order
  * await proxy.close();
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
@@ -30,6 +32,12 @@ export interface ProxyMode {
 export interface TcpProxy {
   readonly port: number;
   setMode(mode: ProxyMode): void;
+  /**
+   * A network stall: while on, no byte moves in either direction on any
+   * connection, including those already open (unlike {@link setMode});
+   * bytes are held in order and forwarded when it is turned off.
+   */
+  setStalled(stalled: boolean): void;
   /** Connections accepted, and cut on purpose. */
   readonly stats: { accepted: number; cut: number };
   close(): Promise<void>;
@@ -50,6 +58,13 @@ export async function startTcpProxy(options: StartTcpProxyOptions): Promise<TcpP
   let mode: ProxyMode = {};
   const stats = { accepted: 0, cut: 0 };
   const open = new Set<Socket>();
+  let stalled = false;
+  let held: (() => void)[] = [];
+  /** Runs `fn` now, or when the stall ends. */
+  const gate = (fn: () => void): void => {
+    if (stalled) held.push(fn);
+    else fn();
+  };
 
   const server: Server = createServer((client) => {
     stats.accepted++;
@@ -84,8 +99,8 @@ export async function startTcpProxy(options: StartTcpProxyOptions): Promise<TcpP
           to.write(chunk);
           onChunk?.(chunk.length);
         };
-        if (delay > 0) setTimeout(send, delay).unref();
-        else send();
+        if (delay > 0) setTimeout(() => gate(send), delay).unref();
+        else gate(send);
       });
     };
     let requested = false;
@@ -107,15 +122,15 @@ export async function startTcpProxy(options: StartTcpProxyOptions): Promise<TcpP
         }
         client.write(chunk);
       };
-      if (delay > 0) setTimeout(send, delay).unref();
-      else send();
+      if (delay > 0) setTimeout(() => gate(send), delay).unref();
+      else gate(send);
     });
     upstream.on('end', () => {
       const finish = (): void => {
         if (!client.destroyed) client.end();
       };
-      if (delay > 0) setTimeout(finish, delay + 1).unref();
-      else finish();
+      if (delay > 0) setTimeout(() => gate(finish), delay + 1).unref();
+      else gate(finish);
     });
   });
   server.on('error', () => undefined);
@@ -129,6 +144,14 @@ export async function startTcpProxy(options: StartTcpProxyOptions): Promise<TcpP
     stats,
     setMode(next) {
       mode = next;
+    },
+    setStalled(next) {
+      stalled = next;
+      if (!next) {
+        const release = held;
+        held = [];
+        for (const fn of release) fn();
+      }
     },
     close() {
       for (const s of open) s.destroy();

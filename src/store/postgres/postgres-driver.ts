@@ -85,8 +85,10 @@ const TYPES: CustomTypesConfig = {
 };
 
 const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
-// SQLSTATE: 08* connection exception, 57P01-03 shutdown / cannot connect now, 53300 too many connections.
-const CONNECTION_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+// SQLSTATE: 08* connection exception, 57P01-03 shutdown / cannot connect now, 53300 too many connections,
+// 25006 read-only transaction: the connection reached a standby (after a failover or switchover, a load
+// balancer still routes to the old primary for a moment); the write did not run, so it is not in doubt.
+const CONNECTION_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 const CONNECTION_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i;
 
 /** Whether `e` says the database could not be reached or the connection broke. */
