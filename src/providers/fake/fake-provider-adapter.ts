@@ -5,7 +5,7 @@
  * further through {@link FakeProviderAdapter.server}, or over HTTP at its URL.
  */
 import type { Dispatcher } from 'undici';
-import type { FakeProvider } from '../../testing/fake-provider-server.ts';
+import type { FakeProvider } from './fake-provider-server.ts';
 import { AnthropicProvider } from '../anthropic/anthropic-provider.ts';
 import { failure } from '../classify-outcome.ts';
 import { OpenAIProvider } from '../openai/openai-provider.ts';
@@ -53,7 +53,7 @@ export class FakeProviderAdapter implements Provider {
     if (this.#config.baseUrl !== undefined) return null;
     if (this.#server === null) {
       const script = this.#config.script;
-      this.#server = import('../../testing/fake-provider-server.ts').then(({ startFakeProvider }) =>
+      this.#server = import('./fake-provider-server.ts').then(({ startFakeProvider }) =>
         startFakeProvider(script === undefined ? {} : { script }),
       );
     }
