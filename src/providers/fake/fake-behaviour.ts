@@ -52,6 +52,33 @@ export interface FakeBehaviour {
   readonly rawBody?: string;
   /** Extra response headers (e.g. `{ "retry-after": "2" }`). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * Tool calls of the reply (OpenAI `tool_calls`, Anthropic `tool_use`
+   * blocks); `arguments` is the JSON text, or any JSON value sent as its
+   * text. `finishReason` then defaults to `tool_calls`.
+   */
+  readonly toolCalls?: readonly FakeToolCall[];
+  /** A refusal (OpenAI `message.refusal`; Anthropic: the text, with `stop_reason: refusal`). */
+  readonly refusal?: string;
+  /** Streaming: the text's pieces, one content event each (default: the reply split into words). */
+  readonly chunks?: readonly string[];
+  /** Streaming: milliseconds to wait before each event after the first. */
+  readonly chunkDelayMs?: number;
+  /** Streaming: after `afterChunks` content events, wait until `release(gate)`. */
+  readonly streamGate?: { readonly afterChunks: number; readonly gate: string };
+  /** Streaming: after `afterChunks` content events, send the protocol's error event and end the stream. */
+  readonly streamError?: { readonly afterChunks: number; readonly type?: string; readonly message?: string };
+  /** Streaming: after `afterChunks` content events, cut the connection (no end event, no end of body). */
+  readonly streamCut?: { readonly afterChunks: number };
+}
+
+/** One scripted tool call. */
+export interface FakeToolCall {
+  /** Default `call_fake_<seq>_<i>` (OpenAI) or `toolu_fake_<seq>_<i>` (Anthropic). */
+  readonly id?: string;
+  readonly name: string;
+  /** The arguments: JSON text, or a JSON value sent as its text. Default `{}`. */
+  readonly arguments?: unknown;
 }
 
 /**
@@ -99,6 +126,7 @@ export const FAKE_BEHAVIOUR_HEADER = 'onejob-fake-behaviour';
 
 const BEHAVIOUR_KEYS = new Set([
   'reply', 'finishReason', 'model', 'usage', 'delayMs', 'gate', 'hang', 'reset', 'status', 'error', 'malformed', 'rawBody', 'headers',
+  'toolCalls', 'refusal', 'chunks', 'chunkDelayMs', 'streamGate', 'streamError', 'streamCut',
 ]);
 const RESET_POINTS = new Set<string>(['before-headers', 'after-headers', 'mid-body']);
 
@@ -132,6 +160,30 @@ export function parseFakeBehaviour(value: unknown, path = 'behaviour'): FakeBeha
     if (v[key] !== undefined && typeof v[key] !== 'string') fail(`${path}.${key}`, 'must be a string');
   };
   num('delayMs', 0);
+  num('chunkDelayMs', 0);
+  str('refusal');
+  if (v.toolCalls !== undefined) {
+    if (!Array.isArray(v.toolCalls)) fail(`${path}.toolCalls`, 'must be an array');
+    for (const [i, call] of v.toolCalls.entries()) {
+      if (!isRecord(call) || typeof call.name !== 'string' || (call.id !== undefined && typeof call.id !== 'string')) {
+        fail(`${path}.toolCalls[${i}]`, 'must be { name: string, id?: string, arguments?: JSON }');
+      }
+    }
+  }
+  if (v.chunks !== undefined && (!Array.isArray(v.chunks) || v.chunks.some((c) => typeof c !== 'string'))) fail(`${path}.chunks`, 'must be an array of strings');
+  const afterChunks = (key: string, extra: readonly string[]) => {
+    const x = v[key];
+    if (x === undefined) return;
+    if (!isRecord(x) || typeof x.afterChunks !== 'number' || !Number.isInteger(x.afterChunks) || x.afterChunks < 0) {
+      fail(`${path}.${key}`, 'must be an object with a non-negative integer afterChunks');
+    }
+    for (const k of Object.keys(x)) if (k !== 'afterChunks' && !extra.includes(k)) fail(`${path}.${key}.${k}`, 'unknown field');
+    for (const k of extra) if (x[k] !== undefined && typeof x[k] !== 'string') fail(`${path}.${key}.${k}`, 'must be a string');
+  };
+  afterChunks('streamGate', ['gate']);
+  if (v.streamGate !== undefined && typeof (v.streamGate as { gate?: unknown }).gate !== 'string') fail(`${path}.streamGate.gate`, 'must be a string');
+  afterChunks('streamError', ['type', 'message']);
+  afterChunks('streamCut', []);
   num('status', 100, 599);
   str('finishReason');
   str('model');

@@ -47,7 +47,8 @@ export type FakeCallSource = 'header' | 'rule' | 'queue' | 'default';
 
 /**
  * What the fake did with a call: `pending` (waiting on a gate or delay),
- * `hanging`, then one of `replied`, `error` (a status ≥ 300), `malformed`,
+ * `hanging`, then one of `replied` (streamed or not), `stream-error` (an
+ * error event sent mid-stream), `error` (a status ≥ 300), `malformed`,
  * `raw`, `reset`, `rejected` (a bad request, answered 400/401 without using
  * the script), `client-closed` (the client went away first), `server-closed`.
  */
@@ -55,6 +56,7 @@ export type FakeCallResult =
   | 'pending'
   | 'hanging'
   | 'replied'
+  | 'stream-error'
   | 'error'
   | 'malformed'
   | 'raw'
@@ -92,6 +94,10 @@ export interface FakeCall {
   readonly status: number | null;
   /** ISO time the fake finished with the call, or null. */
   readonly finishedAt: string | null;
+  /** Whether the request asked for a stream (`"stream": true`). */
+  readonly stream: boolean;
+  /** Streaming: how many content events (text pieces, tool-call argument pieces, a refusal) were sent. */
+  readonly chunksSent: number;
 }
 
 /** A running fake provider. */
@@ -146,7 +152,7 @@ interface Gate {
 }
 
 const MAX_BODY_BYTES = 10 * 1024 * 1024;
-const FINAL_RESULTS = new Set<FakeCallResult>(['replied', 'error', 'malformed', 'raw', 'reset', 'rejected', 'client-closed', 'server-closed']);
+const FINAL_RESULTS = new Set<FakeCallResult>(['replied', 'stream-error', 'error', 'malformed', 'raw', 'reset', 'rejected', 'client-closed', 'server-closed']);
 
 /**
  * Starts a fake provider on loopback.
@@ -337,6 +343,8 @@ class FakeProviderServer implements FakeProvider {
       result: 'pending',
       status: null,
       finishedAt: null,
+      stream: typeof body === 'object' && body !== null && (body as { stream?: unknown }).stream === true,
+      chunksSent: 0,
     };
     this.#calls.push(call);
     const controller = new AbortController();
@@ -468,7 +476,41 @@ class FakeProviderServer implements FakeProvider {
       sendText(res, status, b.rawBody, extraHeaders);
       return this.#finish(call, 'raw', status);
     }
+    if (call.stream) return this.#stream(call, b, res, status, extraHeaders, signal);
     sendJson(res, status, renderCompletion(protocol, call, b), extraHeaders);
+    this.#finish(call, 'replied', status);
+  }
+
+  /** Sends the reply as the protocol's event stream, with the behaviour's timing, gate, error or cut. */
+  async #stream(call: MutableCall, b: FakeBehaviour, res: ServerResponse, status: number, headers: Record<string, string>, signal: AbortSignal): Promise<void> {
+    const plan = streamPlan(call, b);
+    res.writeHead(status, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...headers });
+    res.flushHeaders();
+    call.status = status;
+    let first = true;
+    for (const step of plan) {
+      if (step.kind !== 'framing') {
+        const n = call.chunksSent;
+        // At a content event: after exactly `afterChunks`; at the end event: any count not reached yet.
+        const due = (after: number) => (step.kind === 'content' ? n === after : after >= n);
+        if (b.streamGate !== undefined && due(b.streamGate.afterChunks) && !(await this.#waitGate(b.streamGate.gate, signal))) return;
+        if (b.streamError !== undefined && due(b.streamError.afterChunks)) {
+          res.end(sseEvent(call.protocol, errorEvent(call.protocol, b.streamError)));
+          return this.#finish(call, 'stream-error', status);
+        }
+        if (b.streamCut !== undefined && due(b.streamCut.afterChunks)) {
+          this.#finish(call, 'reset', status);
+          res.socket?.destroy();
+          return;
+        }
+      }
+      if (!first && b.chunkDelayMs !== undefined && b.chunkDelayMs > 0 && !(await sleep(b.chunkDelayMs, signal))) return;
+      first = false;
+      if (signal.aborted || res.destroyed) return;
+      res.write(sseEvent(call.protocol, step.event));
+      if (step.kind === 'content') call.chunksSent += 1;
+    }
+    res.end();
     this.#finish(call, 'replied', status);
   }
 
@@ -513,34 +555,151 @@ class FakeProviderServer implements FakeProvider {
 // ---------------------------------------------------------------------------
 // Wire formats.
 
-function renderCompletion(protocol: FakeProtocol, call: FakeCall, b: FakeBehaviour): Record<string, unknown> {
+interface ReplyParts {
+  readonly content: string;
+  readonly refusal: string | null;
+  readonly toolCalls: readonly { readonly id: string; readonly name: string; readonly arguments: string }[];
+  readonly model: string;
+  readonly finish: string;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+function replyParts(call: FakeCall, b: FakeBehaviour): ReplyParts {
   const request = (call.body ?? {}) as { model?: unknown };
-  const content = b.reply === undefined ? lastUserText(call.body) : typeof b.reply === 'string' ? b.reply : JSON.stringify(b.reply);
-  const model = b.model ?? (typeof request.model === 'string' ? request.model : 'fake-model');
-  const promptTokens = b.usage?.prompt_tokens ?? estimateTokens(requestText(call.body));
-  const completionTokens = b.usage?.completion_tokens ?? estimateTokens(content);
-  const finish = b.finishReason ?? 'stop';
+  const content =
+    b.reply === undefined ? (b.chunks !== undefined ? b.chunks.join('') : b.toolCalls !== undefined || b.refusal !== undefined ? '' : lastUserText(call.body)) : typeof b.reply === 'string' ? b.reply : JSON.stringify(b.reply);
+  const prefix = call.protocol === 'openai' ? 'call_fake' : 'toolu_fake';
+  const toolCalls = (b.toolCalls ?? []).map((t, i) => ({
+    id: t.id ?? `${prefix}_${call.seq}_${i}`,
+    name: t.name,
+    arguments: t.arguments === undefined ? '{}' : typeof t.arguments === 'string' ? t.arguments : JSON.stringify(t.arguments),
+  }));
+  const outputText = content + (b.refusal ?? '') + toolCalls.map((t) => t.name + t.arguments).join('');
+  return {
+    content,
+    refusal: b.refusal ?? null,
+    toolCalls,
+    model: b.model ?? (typeof request.model === 'string' ? request.model : 'fake-model'),
+    finish: b.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : b.refusal !== undefined ? 'content_filter' : 'stop'),
+    promptTokens: b.usage?.prompt_tokens ?? estimateTokens(requestText(call.body)),
+    completionTokens: b.usage?.completion_tokens ?? estimateTokens(outputText),
+  };
+}
+
+function renderCompletion(protocol: FakeProtocol, call: FakeCall, b: FakeBehaviour): Record<string, unknown> {
+  const r = replyParts(call, b);
   if (protocol === 'openai') {
+    const message: Record<string, unknown> = { role: 'assistant', content: r.content === '' && r.toolCalls.length > 0 ? null : r.content, refusal: r.refusal };
+    if (r.toolCalls.length > 0) message.tool_calls = r.toolCalls.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
     return {
       id: `chatcmpl-fake-${call.seq}`,
       object: 'chat.completion',
       created: Math.floor(Date.parse(call.receivedAt) / 1000),
-      model,
-      choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: finish }],
-      usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+      model: r.model,
+      choices: [{ index: 0, message, logprobs: null, finish_reason: r.finish }],
+      usage: { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens },
       system_fingerprint: 'fp_onejob_fake',
     };
   }
+  const text = r.content + (r.refusal ?? '');
+  const content: Record<string, unknown>[] = [];
+  if (text !== '' || r.toolCalls.length === 0) content.push({ type: 'text', text });
+  for (const t of r.toolCalls) content.push({ type: 'tool_use', id: t.id, name: t.name, input: parseArguments(t.arguments) });
   return {
     id: `msg_fake_${call.seq}`,
     type: 'message',
     role: 'assistant',
-    model,
-    content: [{ type: 'text', text: content }],
-    stop_reason: ANTHROPIC_STOP_REASON[finish] ?? finish,
+    model: r.model,
+    content,
+    stop_reason: ANTHROPIC_STOP_REASON[r.finish] ?? r.finish,
     stop_sequence: null,
-    usage: { input_tokens: promptTokens, output_tokens: completionTokens },
+    usage: { input_tokens: r.promptTokens, output_tokens: r.completionTokens },
   };
+}
+
+function parseArguments(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return {};
+  }
+}
+
+/** One event of a stream: `content` events are counted for `afterChunks`. */
+type StreamStep = { readonly kind: 'content' | 'framing' | 'end'; readonly event: { readonly name?: string; readonly data: unknown } };
+
+/** Splits text into words with their trailing spaces. */
+function defaultChunks(text: string): string[] {
+  return text === '' ? [] : (text.match(/\S+\s*|\s+/g) ?? [text]);
+}
+
+/** Splits a tool call's argument text into up to three pieces, the way providers stream them. */
+function argumentPieces(text: string): string[] {
+  if (text.length < 3) return [text];
+  const third = Math.ceil(text.length / 3);
+  return [text.slice(0, third), text.slice(third, 2 * third), text.slice(2 * third)].filter((p) => p !== '');
+}
+
+function streamPlan(call: FakeCall, b: FakeBehaviour): StreamStep[] {
+  const r = replyParts(call, b);
+  const pieces = b.chunks !== undefined ? [...b.chunks] : defaultChunks(r.content);
+  const steps: StreamStep[] = [];
+  const framing = (data: unknown, name?: string) => steps.push({ kind: 'framing', event: { ...(name === undefined ? {} : { name }), data } });
+  const content = (data: unknown, name?: string) => steps.push({ kind: 'content', event: { ...(name === undefined ? {} : { name }), data } });
+  /** The first event after the content (finish chunk, message_delta): where a gate, error or cut after all content happens. */
+  const end = (data: unknown, name?: string) => steps.push({ kind: 'end', event: { ...(name === undefined ? {} : { name }), data } });
+  if (call.protocol === 'openai') {
+    const base = { id: `chatcmpl-fake-${call.seq}`, object: 'chat.completion.chunk', created: Math.floor(Date.parse(call.receivedAt) / 1000), model: r.model, system_fingerprint: 'fp_onejob_fake' };
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+    framing(chunk({ role: 'assistant', content: '', refusal: null }));
+    for (const piece of pieces) content(chunk({ content: piece }));
+    if (r.refusal !== null) content(chunk({ refusal: r.refusal }));
+    for (const [index, t] of r.toolCalls.entries()) {
+      framing(chunk({ tool_calls: [{ index, id: t.id, type: 'function', function: { name: t.name, arguments: '' } }] }));
+      for (const piece of argumentPieces(t.arguments)) content(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
+    }
+    end(chunk({}, r.finish));
+    const includeUsage = ((call.body as { stream_options?: { include_usage?: unknown } } | null)?.stream_options?.include_usage) === true;
+    if (includeUsage) framing({ ...base, choices: [], usage: { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens } });
+    framing('[DONE]');
+    return steps;
+  }
+  framing({
+    type: 'message_start',
+    message: { id: `msg_fake_${call.seq}`, type: 'message', role: 'assistant', model: r.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: r.promptTokens, output_tokens: 1 } },
+  }, 'message_start');
+  framing({ type: 'ping' }, 'ping');
+  let index = 0;
+  const text = [...pieces, ...(r.refusal === null ? [] : [r.refusal])];
+  if (text.length > 0 || r.toolCalls.length === 0) {
+    framing({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } }, 'content_block_start');
+    for (const piece of text) content({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: piece } }, 'content_block_delta');
+    framing({ type: 'content_block_stop', index }, 'content_block_stop');
+    index += 1;
+  }
+  for (const t of r.toolCalls) {
+    framing({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: t.id, name: t.name, input: {} } }, 'content_block_start');
+    for (const piece of argumentPieces(t.arguments)) content({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: piece } }, 'content_block_delta');
+    framing({ type: 'content_block_stop', index }, 'content_block_stop');
+    index += 1;
+  }
+  end({ type: 'message_delta', delta: { stop_reason: ANTHROPIC_STOP_REASON[r.finish] ?? r.finish, stop_sequence: null }, usage: { output_tokens: r.completionTokens } }, 'message_delta');
+  framing({ type: 'message_stop' }, 'message_stop');
+  return steps;
+}
+
+function errorEvent(protocol: FakeProtocol, e: { readonly type?: string; readonly message?: string }): { name?: string; data: unknown } {
+  if (protocol === 'openai') {
+    return { data: { error: { message: e.message ?? 'The server had an error while processing your request.', type: e.type ?? 'server_error', param: null, code: null } } };
+  }
+  return { name: 'error', data: { type: 'error', error: { type: e.type ?? 'overloaded_error', message: e.message ?? 'Overloaded' } } };
+}
+
+/** One SSE event (`event:` line for Anthropic's named events, then `data:`). */
+function sseEvent(_protocol: FakeProtocol, event: { readonly name?: string; readonly data: unknown }): string {
+  const data = typeof event.data === 'string' ? event.data : JSON.stringify(event.data);
+  return `${event.name === undefined ? '' : `event: ${event.name}\n`}data: ${data}\n\n`;
 }
 
 const ANTHROPIC_STOP_REASON: Record<string, string> = {

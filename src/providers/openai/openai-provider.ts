@@ -135,6 +135,7 @@ export function openAICompletionDeltas(body: unknown): ChatDelta[] | { readonly 
 export class OpenAIStreamDecoder implements StreamDecoder {
   #done = false;
   #finished = false;
+  #model: string | null = null;
 
   get done(): boolean {
     // Some OpenAI-compatible servers end the body cleanly after the finish
@@ -161,7 +162,10 @@ export class OpenAIStreamDecoder implements StreamDecoder {
     }
     const chunk = json as Partial<OpenAIChatChunk>;
     const deltas: ChatDelta[] = [];
-    if (typeof chunk.model === 'string' && chunk.model !== '') deltas.push({ type: 'model', model: chunk.model });
+    if (typeof chunk.model === 'string' && chunk.model !== '' && chunk.model !== this.#model) {
+      this.#model = chunk.model;
+      deltas.push({ type: 'model', model: chunk.model });
+    }
     const choice = Array.isArray(chunk.choices) ? chunk.choices.find((c) => (c?.index ?? 0) === 0) : undefined;
     if (choice !== undefined) {
       const d = choice.delta ?? {};
