@@ -8,6 +8,9 @@ import type { ChatDelta, CompletionUsage } from '../providers/provider.ts';
 import type { OpenAIChatChunk } from '../providers/wire-types.ts';
 import { normalizedOf } from './anthropic-messages.ts';
 
+type ChunkChoice = OpenAIChatChunk['choices'][number];
+type ChunkDelta = ChunkChoice['delta'];
+
 /** Options of {@link ChatChunkEncoder}. */
 export interface ChatChunkEncoderOptions {
   /** The completion id, the same for every answer of a job (e.g. `chatcmpl-<jobId>`). */
@@ -77,7 +80,7 @@ export class ChatChunkEncoder {
 
   /** The finish chunk, and the usage chunk when `includeUsage`. */
   finish(): OpenAIChatChunk[] {
-    const out = [this.#chunk({}, (this.#finish ?? 'stop') as OpenAIChatChunk.Choice['finish_reason'])];
+    const out = [this.#chunk({}, (this.#finish ?? 'stop') as ChunkChoice['finish_reason'])];
     if (this.#o.includeUsage) {
       out.push({ id: this.#o.id, object: 'chat.completion.chunk', created: this.#o.created, model: this.#model, choices: [], usage: this.#usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
     }
@@ -89,7 +92,7 @@ export class ChatChunkEncoder {
     return [...completionDeltas(normalizedOf(result, this.#model)).flatMap((d) => this.delta(d)), ...this.finish()];
   }
 
-  #chunk(delta: OpenAIChatChunk.Choice.Delta, finish: OpenAIChatChunk.Choice['finish_reason'] = null, logprobs?: OpenAIChatChunk.Choice['logprobs']): OpenAIChatChunk {
+  #chunk(delta: ChunkDelta, finish: ChunkChoice['finish_reason'] = null, logprobs?: ChunkChoice['logprobs']): OpenAIChatChunk {
     const first = !this.#roleSent;
     this.#roleSent = true;
     return {
