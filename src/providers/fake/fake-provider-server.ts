@@ -500,7 +500,8 @@ class FakeProviderServer implements FakeProvider {
         }
         if (b.streamCut !== undefined && due(b.streamCut.afterChunks)) {
           this.#finish(call, 'reset', status);
-          res.socket?.destroy();
+          // end() (not destroy()) so the events written so far reach the client before the FIN; the body stays unterminated.
+          res.socket?.end();
           return;
         }
       }
