@@ -10,6 +10,6 @@
 export { startFakeProvider } from '../providers/fake/fake-provider-server.ts';
 export type { FakeCall, FakeCallResult, FakeCallSource, FakeProvider, StartFakeProviderOptions } from '../providers/fake/fake-provider-server.ts';
 export { FAKE_BEHAVIOUR_HEADER, parseFakeBehaviour, parseFakeRule, parseFakeScript } from '../providers/fake/fake-behaviour.ts';
-export type { FakeBehaviour, FakeMatch, FakeProtocol, FakeResetPoint, FakeRule, FakeScript } from '../providers/fake/fake-behaviour.ts';
+export type { FakeBehaviour, FakeMatch, FakeProtocol, FakeResetPoint, FakeRule, FakeScript, FakeToolCall } from '../providers/fake/fake-behaviour.ts';
 export { FAKE_PROVIDER_DEFAULT_PORT, runFakeProviderCli } from '../providers/fake/fake-provider-cli.ts';
 export type { FakeProviderCliIo } from '../providers/fake/fake-provider-cli.ts';
