@@ -30,6 +30,7 @@ export { Executor, acceptText } from './executor/executor.ts';
 export type { ExecutorOptions, ExecutorEvents, OutputCheck } from './executor/executor.ts';
 export { Runtime, createRuntime } from './runtime/runtime.ts';
 export * from './providers/index.ts';
+export * from './protocols/index.ts';
 export { compileContract } from './contracts/compile-contract.ts';
 export { checkOutput } from './contracts/check-output.ts';
 export { certificationGate } from './contracts/certification-gate.ts';

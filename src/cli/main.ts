@@ -19,7 +19,7 @@ import type { AttemptOutcome, Store } from '../store/store.ts';
 import { CliFailure, USAGE_EXIT_CODE, describeFailure } from './cli-errors.ts';
 import { DEMO_TOKEN, demoBanner, isUnconfigured, withDemo } from './demo-config.ts';
 import { runExecutorProcess, runServe } from './serve-command.ts';
-import { runFakeProviderCli } from '../testing/fake-provider-cli.ts';
+import { runFakeProviderCli } from '../providers/fake/fake-provider-cli.ts';
 import { runVerifyCommand } from '../contracts/verify-command.ts';
 import { attemptTable, describeJob, table } from './cli-output.ts';
 

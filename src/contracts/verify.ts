@@ -14,6 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { canonicalJson } from '../core/fingerprint.ts';
 import { systemClock, type Clock } from '../core/clock.ts';
+import { asChatRequest } from '../providers/chat-request.ts';
 import type { ChatRequest, Provider } from '../providers/provider.ts';
 import { checkOutput } from './check-output.ts';
 import type { CompiledContract } from './compile-contract.ts';
@@ -123,7 +124,8 @@ async function verifyCase(
   params: VerifyProviderParams, c: ContractCase, index: number, samples: number, target: ReturnType<typeof promptTargetFromConfig>,
 ): Promise<CaseReport> {
   const name = c.name ?? `case ${index + 1}`;
-  const input = { ...c.input, temperature: params.contract.config.temperature } as ChatRequest;
+  const caseInput = { ...c.input, temperature: params.contract.config.temperature };
+  const input = asChatRequest(caseInput);
   const prompt = await renderPrompt(target, input, { baseDir: params.baseDir ?? process.cwd() });
   if (!prompt.ok) {
     return { index, name, passed: false, reason: `prompt: ${summarizeFindings(prompt.findings)}`, prompt, samples: [], findings: prompt.findings };

@@ -8,7 +8,7 @@ import { AnthropicProvider } from './anthropic/anthropic-provider.ts';
 import { FakeProviderAdapter } from './fake/fake-provider-adapter.ts';
 import { OpenAIProvider } from './openai/openai-provider.ts';
 import type { Provider, ProviderConfig } from './provider.ts';
-import { parseFakeScript } from '../testing/fake-behaviour.ts';
+import { parseFakeScript } from './fake/fake-behaviour.ts';
 
 /** Options of {@link createProvider}. */
 export interface CreateProviderOptions {

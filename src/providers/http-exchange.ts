@@ -42,6 +42,20 @@ export interface PostJsonParams {
   readonly onDispatched?: (() => void) | undefined;
   /** A response body larger than this is cut off and reported as lost. Default 32 MiB. */
   readonly maxResponseBytes?: number | undefined;
+  /**
+   * Streaming: called once the status and headers of a 2xx response have
+   * arrived. Return a sink to receive the body's chunks as they arrive
+   * (they are then not buffered, and the exchange's `body` is `''`), or null
+   * to buffer the body as usual. A sink that returns `false` stops the
+   * exchange: the connection is closed and the exchange settles as a
+   * `response` at once (the consumer has what it needs, e.g. an error event).
+   */
+  readonly onBody?: ((status: number, headers: IncomingHttpHeaders) => ((chunk: Buffer) => boolean) | null) | undefined;
+}
+
+/** The reason given to undici when a body sink stopped reading. */
+export class BodySinkStoppedError extends Error {
+  override readonly name = 'BodySinkStoppedError';
 }
 
 /** Raised (as a cause) when a response body exceeds `maxResponseBytes`. */
@@ -90,6 +104,7 @@ export function postJson(dispatcher: Dispatcher, params: PostJsonParams): Promis
     let headers: IncomingHttpHeaders | undefined;
     const chunks: Buffer[] = [];
     let size = 0;
+    let sink: ((chunk: Buffer) => boolean) | null = null;
 
     const settle = (exchange: HttpExchange) => {
       if (settled) return;
@@ -142,6 +157,7 @@ export function postJson(dispatcher: Dispatcher, params: PostJsonParams): Promis
         notifyDispatched();
         status = statusCode;
         headers = responseHeaders;
+        if (params.onBody !== undefined && statusCode >= 200 && statusCode < 300) sink = params.onBody(statusCode, responseHeaders);
       },
       onResponseData(c, chunk) {
         size += chunk.length;
@@ -151,7 +167,21 @@ export function postJson(dispatcher: Dispatcher, params: PostJsonParams): Promis
           c.abort(err);
           return;
         }
-        chunks.push(chunk);
+        if (sink === null) {
+          chunks.push(chunk);
+          return;
+        }
+        if (settled) return;
+        let more = true;
+        try {
+          more = sink(chunk);
+        } catch {
+          more = false;
+        }
+        if (!more) {
+          settle({ kind: 'response', status: status ?? 0, headers: headers ?? {}, body: '' });
+          c.abort(new BodySinkStoppedError('the body sink stopped reading'));
+        }
       },
       onResponseEnd() {
         settle({ kind: 'response', status: status ?? 0, headers: headers ?? {}, body: Buffer.concat(chunks).toString('utf8') });

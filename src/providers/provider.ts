@@ -8,83 +8,46 @@
  * deadline. See `docs/providers.md` for the classification table.
  */
 import type { FakeProviderConfig } from './fake/fake-provider-config.ts';
+import type { HttpProviderConfig, ProviderType } from './provider-config.ts';
+import type {
+  OpenAIChatRequestBody,
+  OpenAIChoiceLogprobs,
+  OpenAIContentPart,
+  OpenAIMessageParam,
+  OpenAITokenLogprob,
+  OpenAIToolCall,
+} from './wire-types.ts';
 
-/** The provider types onejob can call. */
-export const ProviderType = {
-  /** Any OpenAI-compatible Chat Completions server: POST `{baseUrl}/chat/completions`. */
-  OpenAI: 'openai',
-  /** Anthropic's Messages API: POST `{baseUrl}/v1/messages`. */
-  Anthropic: 'anthropic',
-  /** onejob's fake provider (embedded or external), for demos and tests. */
-  Fake: 'fake',
-} as const;
-export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
-
-/** The default deadline of one attempt, in milliseconds. */
-export const DEFAULT_PROVIDER_TIMEOUT_MS = 20_000;
-
-/** Settings shared by every provider type. */
-export interface ProviderConfigBase {
-  /** An attempt's deadline; past it the attempt is `unknown`. Enforced by the caller's signal. Default 20000. */
-  readonly timeoutMs?: number | undefined;
-  /** Extra headers sent with every request (onejob's identity headers win on a clash). */
-  readonly headers?: Readonly<Record<string, string>> | undefined;
-  /** The model's context window in tokens, for contract verification. */
-  readonly contextWindow?: number | undefined;
-  /** The most output tokens to ask for when the input names none (Anthropic requires a value; default 4096 there). */
-  readonly maxOutputTokens?: number | undefined;
-}
-
-/**
- * A real inference API reached over HTTP(S).
- *
- * @example { type: 'openai', baseUrl: 'https://api.openai.com/v1', apiKey: 'sk-…', model: 'gpt-4o-mini' }
- */
-export interface HttpProviderConfig extends ProviderConfigBase {
-  readonly type: 'openai' | 'anthropic';
-  /**
-   * The API root. OpenAI-compatible: the URL that `/chat/completions` is
-   * appended to (e.g. `https://api.openai.com/v1`). Anthropic: the host root
-   * (`https://api.anthropic.com`); a trailing `/v1` is accepted too.
-   */
-  readonly baseUrl: string;
-  /** The API key, already resolved (no `env:` prefix). Null or absent for servers that need none. */
-  readonly apiKey?: string | null | undefined;
-  /** The model name sent to the provider. */
-  readonly model: string;
-}
+export * from './provider-config.ts';
 
 /** A provider's configuration (CONTRACT §4), by type. */
 export type ProviderConfig = HttpProviderConfig | FakeProviderConfig;
 
-/** One content part of a chat message (only text parts are understood by every adapter). */
-export interface ChatContentPart {
-  readonly type: string;
-  readonly text?: string;
-  readonly [extra: string]: unknown;
-}
-
-/** One message of an OpenAI-style chat request. */
-export interface ChatMessage {
-  readonly role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | (string & {});
-  readonly content: string | readonly ChatContentPart[] | null;
-  readonly [extra: string]: unknown;
-}
+/** One content part of a user message (OpenAI's shape: `text`, `image_url`, `input_audio`, `file`). */
+export type ChatContentPart = OpenAIContentPart;
 
 /**
- * A chat job's input: an OpenAI Chat Completions request body without `model`
- * (the provider's configured model is used). Unknown fields are passed to
- * OpenAI-compatible servers as they are.
+ * One message of a chat request, in OpenAI's shape (`system`, `developer`,
+ * `user`, `assistant` with `tool_calls`, `tool`); other members pass through
+ * to OpenAI-compatible servers.
  */
-export interface ChatRequest {
+export type ChatMessage = OpenAIMessageParam & { readonly [extra: string]: unknown };
+
+/**
+ * A chat job's input: an OpenAI Chat Completions request body, typed by the
+ * `openai` package, without `model` (the provider's configured model is
+ * used; a `model` given is ignored). `stream` and `stream_options` are
+ * transport, not intent: {@link Provider.call} and {@link Provider.stream}
+ * choose them. Members outside OpenAI's protocol are passed to
+ * OpenAI-compatible servers as they are (`top_k` for vLLM, …); a provider
+ * whose protocol cannot express a member lists it in
+ * {@link Provider.unsupportedMembers}.
+ */
+export type ChatRequest = Omit<OpenAIChatRequestBody, 'model' | 'messages'> & {
+  readonly model?: string | undefined;
   readonly messages: readonly ChatMessage[];
-  readonly temperature?: number;
-  readonly top_p?: number;
-  readonly max_tokens?: number;
-  readonly max_completion_tokens?: number;
-  readonly stop?: string | readonly string[];
   readonly [extra: string]: unknown;
-}
+};
 
 /** One call of {@link Provider.call}: the input and the attempt it belongs to. */
 export interface ProviderRequest {
@@ -118,8 +81,10 @@ export interface CompletionUsage {
 }
 
 /**
- * A completion normalized across providers (CONTRACT §4). `content` is the
- * provider's raw text; parsing it as JSON is the caller's business.
+ * A completion normalized across providers (CONTRACT §4 and §7). `content` is
+ * the provider's raw text; parsing it as JSON is the caller's business.
+ * Built in one place, {@link CompletionAccumulator} (`completion-accumulator.ts`),
+ * for streamed and whole answers alike.
  */
 export interface NormalizedCompletion {
   /** The assistant's text (text blocks concatenated; `''` when there is none). */
@@ -131,7 +96,48 @@ export interface NormalizedCompletion {
   /** The configured provider name (the key in `providers`). */
   readonly provider: string;
   readonly usage: CompletionUsage;
+  /** The tool calls of the answer, in OpenAI's shape (Anthropic `tool_use` blocks translated), or null when there are none. */
+  readonly tool_calls: readonly OpenAIToolCall[] | null;
+  /** The model's refusal message, present only when the provider sent one. */
+  readonly refusal?: string;
+  /** Token log probabilities, present only when asked for (`logprobs: true`) and sent. */
+  readonly logprobs?: OpenAIChoiceLogprobs;
 }
+
+/**
+ * One normalized piece of a streamed answer, in OpenAI's vocabulary whatever
+ * the provider's protocol. {@link CompletionAccumulator} folds a sequence of
+ * them into the {@link NormalizedCompletion} a whole answer gives.
+ *
+ * - `text`, `refusal`: the next characters of the content or refusal.
+ * - `tool_call`: a piece of tool call `index` (0, 1, … in order of first
+ *   appearance): `id` and `name` come with its first piece, `arguments` is
+ *   the next slice of the arguments' JSON text.
+ * - `logprobs`: log probabilities of the tokens just streamed.
+ * - `model`: the model the provider says is answering (usually first).
+ * - `finish`: why the answer ended.
+ * - `usage`: token counts so far (a later `usage` replaces an earlier one).
+ */
+export type ChatDelta =
+  | { readonly type: 'text'; readonly text: string }
+  | { readonly type: 'refusal'; readonly text: string }
+  | { readonly type: 'tool_call'; readonly index: number; readonly id?: string; readonly name?: string; readonly arguments?: string }
+  | { readonly type: 'logprobs'; readonly content?: readonly OpenAITokenLogprob[]; readonly refusal?: readonly OpenAITokenLogprob[] }
+  | { readonly type: 'model'; readonly model: string }
+  | { readonly type: 'finish'; readonly finish_reason: string }
+  | { readonly type: 'usage'; readonly usage: CompletionUsage };
+
+/**
+ * Whether a delta is output (text, refusal or a tool call): the first one is
+ * when a streaming attempt "delivers output" and may claim the job's stream
+ * (CONTRACT §7).
+ */
+export function isOutputDelta(delta: ChatDelta): boolean {
+  return delta.type === 'text' || delta.type === 'refusal' || delta.type === 'tool_call';
+}
+
+/** Receives each {@link ChatDelta} of a stream as it arrives. Exceptions it throws are ignored; do not block in it. */
+export type ChatDeltaListener = (delta: ChatDelta) => void;
 
 /** Error codes of provider outcomes. See {@link FAILURE_CODES} and {@link AMBIGUOUS_CODES}. */
 export const ProviderErrorCode = {
@@ -147,6 +153,8 @@ export const ProviderErrorCode = {
   ProviderOverloaded: 'provider_overloaded',
   /** Failure: a 3xx or 4xx the provider answers without executing (400, 401, 403, 404, 408, 413, 422, …). */
   ProviderRejected: 'provider_rejected',
+  /** Failure: a stream's provider reported an error in the stream (an `error` event) after a 2xx (CONTRACT §7: the attempt is `failed`). */
+  ProviderStreamError: 'provider_stream_error',
   /** Ambiguous: the caller's signal fired after the request was written. */
   AbortedAfterSend: 'aborted_after_send',
   /** Ambiguous: the connection broke after the request was written (reset, closed, truncated body). */
@@ -205,8 +213,13 @@ export type ProviderOutcome =
       /** The provider's request id header, when sent. */
       readonly providerRequestId?: string | undefined;
     }
-  | { readonly kind: 'failure'; readonly error: ProviderError }
-  | { readonly kind: 'ambiguous'; readonly error: ProviderError };
+  | {
+      readonly kind: 'failure';
+      readonly error: ProviderError;
+      /** A stream that broke after output: what had arrived, accumulated (its `usage` is what the provider had reported). */
+      readonly partial?: NormalizedCompletion | undefined;
+    }
+  | { readonly kind: 'ambiguous'; readonly error: ProviderError; readonly partial?: NormalizedCompletion | undefined };
 
 /** The kind of a {@link ProviderOutcome}. */
 export type ProviderOutcomeKind = ProviderOutcome['kind'];
@@ -219,6 +232,7 @@ export const FAILURE_CODES: ReadonlySet<ProviderErrorCode> = new Set<ProviderErr
   'provider_rate_limited',
   'provider_overloaded',
   'provider_rejected',
+  'provider_stream_error',
 ]);
 
 /** Codes that mean "maybe executed". */
@@ -252,6 +266,31 @@ export interface Provider {
    * The promise settles as soon as the outcome is known (an abort settles it at once).
    */
   call(request: ProviderRequest): Promise<ProviderOutcome>;
+  /**
+   * Sends one attempt with `stream: true` upstream and reports each
+   * normalized {@link ChatDelta} to `onDelta` as it arrives. Resolves with the
+   * same {@link ProviderOutcome} as {@link Provider.call} (the success's
+   * `completion` is the deltas accumulated, equal to what `call` gives for the
+   * same answer), classified the same way, plus: an `error` event in the
+   * stream is a definite `provider_stream_error` failure; a connection cut or
+   * the signal firing mid-stream is ambiguous (`connection_lost`,
+   * `aborted_after_send`); a stream that ends without its terminator is
+   * ambiguous `connection_lost`. Failures and ambiguity after output carry
+   * `partial`. Never rejects, never retries.
+   *
+   * @example
+   * const outcome = await provider.stream(request, (d) => { if (d.type === 'text') process.stdout.write(d.text); });
+   */
+  stream(request: ProviderRequest, onDelta: ChatDeltaListener): Promise<ProviderOutcome>;
+  /**
+   * The members of `input` this provider's protocol cannot express (pure,
+   * no I/O): the router skips the provider with reason
+   * `unsupported:<member>` for each (CONTRACT §7). `call` and `stream` refuse
+   * such an input with `invalid_input` rather than drop the member.
+   *
+   * @example anthropicProvider.unsupportedMembers({ messages, logprobs: true, n: 2 }) // ['logprobs', 'n']
+   */
+  unsupportedMembers(input: ChatRequest): string[];
   /** Releases connections (and stops an embedded fake server). Calls in flight end as aborted. */
   close(): Promise<void>;
 }

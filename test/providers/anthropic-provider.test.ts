@@ -3,6 +3,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { anthropicMessagesUrl, buildAnthropicRequestBody } from '../../src/providers/anthropic/anthropic-provider.ts';
+import { asChatRequest } from '../../src/providers/chat-request.ts';
 import { createProvider } from '../../src/providers/create-provider.ts';
 import type { Provider } from '../../src/providers/provider.ts';
 import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
@@ -43,14 +44,15 @@ describe('anthropic request translation', () => {
   });
 
   it('takes max_tokens from the input, else from maxOutputTokens', () => {
-    const messages = [{ role: 'user', content: 'x' }];
+    const messages = [{ role: 'user' as const, content: 'x' }];
     expect(buildAnthropicRequestBody({ messages, max_tokens: 10 }, 'm', 99)).toMatchObject({ body: { max_tokens: 10 } });
     expect(buildAnthropicRequestBody({ messages, max_completion_tokens: 11 }, 'm', 99)).toMatchObject({ body: { max_tokens: 11 } });
     expect(buildAnthropicRequestBody({ messages }, 'm', 99)).toMatchObject({ body: { max_tokens: 99 } });
   });
 
   it('refuses what it cannot translate', () => {
-    expect(buildAnthropicRequestBody({ messages: [{ role: 'tool', content: 'x' }] }, 'm')).toHaveProperty('error');
+    expect(buildAnthropicRequestBody({ messages: [{ role: 'function', content: 'x', name: 'f' }] }, 'm')).toHaveProperty('error');
+    expect(buildAnthropicRequestBody({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: '', format: 'wav' } }] }] }, 'm')).toHaveProperty('error');
     expect(buildAnthropicRequestBody({ messages: [{ role: 'system', content: 'only system' }] }, 'm')).toHaveProperty('error');
     expect(
       buildAnthropicRequestBody({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:' } }] }] }, 'm'),
@@ -138,7 +140,7 @@ describe('anthropic adapter over HTTP', () => {
   });
 
   it('an input the adapter cannot translate is a failure and sends nothing', async () => {
-    const outcome = await provider.call(attemptRequest({ input: { messages: [{ role: 'tool', content: 'x' }] } }));
+    const outcome = await provider.call(attemptRequest({ input: asChatRequest({ messages: [{ role: 'tool', content: 'x' }] }) }));
     expect(outcome).toMatchObject({ kind: 'failure', error: { code: 'invalid_input' } });
     expect(fake.calls).toHaveLength(0);
   });

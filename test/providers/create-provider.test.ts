@@ -46,7 +46,7 @@ describe('the fake provider type', () => {
       expect(await p.call(attemptRequest())).toMatchObject({ kind: 'failure', error: { code: 'provider_overloaded' } });
       const echoed = await p.call(attemptRequest());
       expect(echoed).toMatchObject({ kind: 'success', completion: { content: 'Say hello', model: 'fake-model', provider: 'demo' } });
-      const server = await (p as FakeProviderAdapter).server();
+      const server = await (p as unknown as FakeProviderAdapter).server();
       server?.setDefault({ reply: { summary: 'ok' } });
       expect(await p.call(attemptRequest())).toMatchObject({ completion: { content: '{"summary":"ok"}' } });
       expect(server?.calls.map((c) => c.protocol)).toEqual(['openai', 'openai', 'openai']);
@@ -59,7 +59,7 @@ describe('the fake provider type', () => {
     const p = createProvider('demo', { type: 'fake', protocol: 'anthropic', model: 'claude-fake', script: { default: { reply: 'hi', finishReason: 'length' } } });
     try {
       expect(await p.call(attemptRequest())).toMatchObject({ kind: 'success', completion: { content: 'hi', finish_reason: 'length', model: 'claude-fake' } });
-      expect((await (p as FakeProviderAdapter).server())?.calls[0]?.path).toBe('/v1/messages');
+      expect((await (p as unknown as FakeProviderAdapter).server())?.calls[0]?.path).toBe('/v1/messages');
     } finally {
       await p.close();
     }
@@ -70,7 +70,7 @@ describe('the fake provider type', () => {
     const slow = createProvider('slow', { type: 'fake', baseUrl: `${fake.url}/v1`, headers: { 'onejob-fake-behaviour': '{"status":429}' } });
     const fine = createProvider('fine', { type: 'fake', baseUrl: `${fake.url}/v1` });
     try {
-      expect(await (slow as FakeProviderAdapter).server()).toBeNull();
+      expect(await (slow as unknown as FakeProviderAdapter).server()).toBeNull();
       expect(await slow.call(attemptRequest())).toMatchObject({ kind: 'failure', error: { code: 'provider_rate_limited' } });
       expect(await fine.call(attemptRequest())).toMatchObject({ kind: 'success' });
       expect(fake.calls.map((c) => c.source)).toEqual(['header', 'default']);

@@ -5,11 +5,20 @@
  * further through {@link FakeProviderAdapter.server}, or over HTTP at its URL.
  */
 import type { Dispatcher } from 'undici';
-import type { FakeProvider } from '../../testing/fake-provider-server.ts';
-import { AnthropicProvider } from '../anthropic/anthropic-provider.ts';
+import type { FakeProvider } from './fake-provider-server.ts';
+import { AnthropicProvider, unsupportedAnthropicMembers } from '../anthropic/anthropic-provider.ts';
 import { failure } from '../classify-outcome.ts';
-import { OpenAIProvider } from '../openai/openai-provider.ts';
-import { DEFAULT_PROVIDER_TIMEOUT_MS, type HttpProviderConfig, type Provider, type ProviderOutcome, type ProviderRequest } from '../provider.ts';
+import { invalidChatRequestReason } from '../chat-request.ts';
+import { OpenAIProvider, unsupportedOpenAIMembers } from '../openai/openai-provider.ts';
+import {
+  DEFAULT_PROVIDER_TIMEOUT_MS,
+  type ChatDeltaListener,
+  type ChatRequest,
+  type HttpProviderConfig,
+  type Provider,
+  type ProviderOutcome,
+  type ProviderRequest,
+} from '../provider.ts';
 import type { FakeProviderConfig } from './fake-provider-config.ts';
 
 /** The model name of a `fake` provider that names none. */
@@ -53,7 +62,7 @@ export class FakeProviderAdapter implements Provider {
     if (this.#config.baseUrl !== undefined) return null;
     if (this.#server === null) {
       const script = this.#config.script;
-      this.#server = import('../../testing/fake-provider-server.ts').then(({ startFakeProvider }) =>
+      this.#server = import('./fake-provider-server.ts').then(({ startFakeProvider }) =>
         startFakeProvider(script === undefined ? {} : { script }),
       );
     }
@@ -61,13 +70,27 @@ export class FakeProviderAdapter implements Provider {
   }
 
   async call(request: ProviderRequest): Promise<ProviderOutcome> {
-    let inner: Provider;
+    const inner = await this.#innerOrFailure();
+    return 'kind' in inner ? inner : inner.call(request);
+  }
+
+  async stream(request: ProviderRequest, onDelta: ChatDeltaListener): Promise<ProviderOutcome> {
+    const inner = await this.#innerOrFailure();
+    return 'kind' in inner ? inner : inner.stream(request, onDelta);
+  }
+
+  /** The members its protocol (`openai` or `anthropic`) cannot express. */
+  unsupportedMembers(input: ChatRequest): string[] {
+    if (invalidChatRequestReason(input) !== null) return [];
+    return (this.#config.protocol ?? 'openai') === 'openai' ? unsupportedOpenAIMembers(input) : unsupportedAnthropicMembers(input);
+  }
+
+  async #innerOrFailure(): Promise<Provider | ProviderOutcome> {
     try {
-      inner = await this.#innerProvider();
+      return await this.#innerProvider();
     } catch (err) {
       return failure('provider_unreachable', `${this.name}: the embedded fake server did not start (${String(err)})`, { provider: this.name, phase: 'before_send' }, err);
     }
-    return inner.call(request);
   }
 
   async close(): Promise<void> {

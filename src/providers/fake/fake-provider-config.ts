@@ -3,8 +3,8 @@
  * embedded (started in-process at the first call) or external (`onejob
  * fake-provider`, another process, reached at `baseUrl`).
  */
-import type { FakeBehaviour, FakeScript } from '../../testing/fake-behaviour.ts';
-import type { ProviderConfigBase } from '../provider.ts';
+import type { FakeBehaviour, FakeScript } from './fake-behaviour.ts';
+import type { ProviderConfigBase } from '../provider-config.ts';
 
 /**
  * A `fake` provider: the `openai` (or `anthropic`) adapter pointed at a fake

@@ -2,22 +2,27 @@
  * The `openai` adapter: any OpenAI-compatible Chat Completions server
  * (OpenAI, vLLM, Ollama, llama.cpp server, OpenRouter, onejob's fake…).
  *
- * POST `{baseUrl}/chat/completions` with the job's input, the configured
- * `model` and `stream: false`; `Authorization: Bearer <apiKey>` when a key is
- * configured. No retries: one call is one attempt.
+ * POST `{baseUrl}/chat/completions` with the job's input as it is (every
+ * member the protocol defines, and extensions such as `top_k`), the
+ * configured `model`, and `stream: false`, or `stream: true` with
+ * `stream_options.include_usage`; `Authorization: Bearer <apiKey>` when a key
+ * is configured. No retries: one call is one attempt.
  */
-import type { CompletionParser } from '../classify-outcome.ts';
-import { contentText } from '../chat-request.ts';
-import { HttpChatProvider, type HttpChatProviderOptions, type WireProtocol } from '../http-chat-provider.ts';
-import {
-  type ChatContentPart,
-  type ChatRequest,
-  type HttpProviderConfig,
-  type NormalizedCompletion,
-} from '../provider.ts';
+import { intentMembers } from '../chat-request.ts';
+import { usageOf } from '../completion-accumulator.ts';
+import { HttpChatProvider, type HttpChatProviderOptions, type StreamDecoder, type WireProtocol } from '../http-chat-provider.ts';
+import type { ChatDelta, ChatRequest, HttpProviderConfig } from '../provider.ts';
+import type { OpenAIChatChunk, OpenAIChatCompletion, OpenAIChatRequestBody } from '../wire-types.ts';
 
 /** Options of {@link OpenAIProvider}. */
 export type OpenAIProviderOptions = HttpChatProviderOptions;
+
+/**
+ * Members of a chat input that only the Anthropic protocol can express (an
+ * input translated from `POST /v1/messages` may carry them): an
+ * OpenAI-compatible provider is skipped for them.
+ */
+export const ANTHROPIC_ONLY_MEMBERS: readonly string[] = ['thinking'];
 
 /** The OpenAI Chat Completions wire protocol. */
 export const OPENAI_PROTOCOL: WireProtocol = {
@@ -25,8 +30,10 @@ export const OPENAI_PROTOCOL: WireProtocol = {
   url: (baseUrl) => openAIChatCompletionsUrl(baseUrl),
   headers: {},
   authHeaders: (apiKey) => ({ authorization: `Bearer ${apiKey}` }),
-  body: (input, config) => ({ body: buildOpenAIRequestBody(input, config.model) }),
-  parser: (provider, model) => openAICompletionParser(provider, model),
+  unsupportedMembers: (input) => unsupportedOpenAIMembers(input),
+  body: (input, config, stream) => ({ body: buildOpenAIRequestBody(input, config.model, stream) }),
+  completionDeltas: (body) => openAICompletionDeltas(body),
+  streamDecoder: () => new OpenAIStreamDecoder(),
 };
 
 /**
@@ -50,47 +57,141 @@ export function openAIChatCompletionsUrl(baseUrl: string): URL {
 }
 
 /**
- * The wire body: the input as given, with the configured model and
- * `stream: false` (streaming is not supported; `stream_options` is dropped).
+ * The members of `input` an OpenAI-compatible server cannot be sent: only
+ * the Anthropic-only ones ({@link ANTHROPIC_ONLY_MEMBERS}); everything else
+ * passes through, and a server that does not know a member rejects it (400,
+ * a definite failure), which is never a silent drop.
  */
-export function buildOpenAIRequestBody(input: ChatRequest, model: string): Record<string, unknown> {
-  const { stream_options: _ignored, ...rest } = input as Record<string, unknown>;
-  return { ...rest, model, stream: false };
+export function unsupportedOpenAIMembers(input: ChatRequest): string[] {
+  return ANTHROPIC_ONLY_MEMBERS.filter((m) => input[m] !== undefined && input[m] !== null);
 }
 
 /**
- * Reads a Chat Completions response: the first choice's text, its
- * `finish_reason` (`stop` when the server sent none), the model and usage.
+ * The wire body: the input's members as given (null members left out), with
+ * the configured model, and `stream: false`, or `stream: true` with
+ * `stream_options: { include_usage: true }` (usage comes in the last chunk).
+ *
+ * @example buildOpenAIRequestBody({ messages, tools }, 'gpt-4o-mini', true)
+ * // { messages, tools, model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true } }
  */
-export function openAICompletionParser(provider: string, configuredModel: string): CompletionParser {
-  return (body) => {
-    if (typeof body !== 'object' || body === null) return { malformed: 'not an object' };
-    const b = body as { choices?: unknown; model?: unknown; usage?: unknown };
-    if (!Array.isArray(b.choices) || b.choices.length === 0) return { malformed: 'no choices' };
-    const choice = b.choices[0] as { message?: unknown; finish_reason?: unknown } | null;
-    if (typeof choice !== 'object' || choice === null || typeof choice.message !== 'object' || choice.message === null) {
-      return { malformed: 'choices[0].message missing' };
-    }
-    const content = (choice.message as { content?: unknown }).content;
-    if (content !== null && content !== undefined && typeof content !== 'string' && !Array.isArray(content)) {
-      return { malformed: 'choices[0].message.content is neither text nor parts' };
-    }
-    const completion: NormalizedCompletion = {
-      content: contentText(content as string | readonly ChatContentPart[] | null | undefined),
-      finish_reason: typeof choice.finish_reason === 'string' ? choice.finish_reason : 'stop',
-      model: typeof b.model === 'string' && b.model !== '' ? b.model : configuredModel,
-      provider,
-      usage: openAIUsage(b.usage),
-    };
-    return completion;
-  };
+export function buildOpenAIRequestBody(input: ChatRequest, model: string, stream = false): OpenAIChatRequestBody {
+  const body = { ...intentMembers(input), model } as unknown as OpenAIChatRequestBody;
+  return stream ? { ...body, stream: true, stream_options: { include_usage: true } } : { ...body, stream: false };
 }
 
-function openAIUsage(usage: unknown): NormalizedCompletion['usage'] {
-  const u = (typeof usage === 'object' && usage !== null ? usage : {}) as Record<string, unknown>;
-  const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
-  const prompt = count(u.prompt_tokens);
-  const completion = count(u.completion_tokens);
-  const total = typeof u.total_tokens === 'number' ? count(u.total_tokens) : prompt + completion;
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total };
+/**
+ * The deltas a whole Chat Completions response would have streamed (its first
+ * choice), or why it is not a completion. Folded by the accumulator into the
+ * normalized completion.
+ */
+export function openAICompletionDeltas(body: unknown): ChatDelta[] | { readonly malformed: string } {
+  if (typeof body !== 'object' || body === null) return { malformed: 'not an object' };
+  const b = body as Partial<OpenAIChatCompletion>;
+  if (!Array.isArray(b.choices) || b.choices.length === 0) return { malformed: 'no choices' };
+  const choice = b.choices[0];
+  if (typeof choice !== 'object' || choice === null || typeof choice.message !== 'object' || choice.message === null) {
+    return { malformed: 'choices[0].message missing' };
+  }
+  const message = choice.message as unknown as Record<string, unknown>;
+  const content = message.content;
+  if (content !== null && content !== undefined && typeof content !== 'string' && !Array.isArray(content)) {
+    return { malformed: 'choices[0].message.content is neither text nor parts' };
+  }
+  const deltas: ChatDelta[] = [];
+  if (typeof b.model === 'string' && b.model !== '') deltas.push({ type: 'model', model: b.model });
+  const text = typeof content === 'string' ? content : Array.isArray(content) ? content.map((p: { text?: unknown }) => (typeof p?.text === 'string' ? p.text : '')).join('') : '';
+  if (text !== '') deltas.push({ type: 'text', text });
+  if (typeof message.refusal === 'string') deltas.push({ type: 'refusal', text: message.refusal });
+  const toolCalls = message.tool_calls;
+  if (Array.isArray(toolCalls)) {
+    for (const [index, call] of toolCalls.entries()) {
+      const c = call as { id?: unknown; function?: { name?: unknown; arguments?: unknown } } | null;
+      if (typeof c?.function?.name !== 'string') return { malformed: `choices[0].message.tool_calls[${index}] has no function name` };
+      deltas.push({
+        type: 'tool_call',
+        index,
+        ...(typeof c.id === 'string' ? { id: c.id } : {}),
+        name: c.function.name,
+        arguments: typeof c.function.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function.arguments ?? {}),
+      });
+    }
+  }
+  const logprobs = choice.logprobs;
+  if (logprobs !== null && logprobs !== undefined) {
+    deltas.push({ type: 'logprobs', ...(logprobs.content ? { content: logprobs.content } : {}), ...(logprobs.refusal ? { refusal: logprobs.refusal } : {}) });
+  }
+  deltas.push({ type: 'finish', finish_reason: typeof choice.finish_reason === 'string' ? choice.finish_reason : 'stop' });
+  const u = (b.usage ?? {}) as Partial<Record<'prompt_tokens' | 'completion_tokens' | 'total_tokens', unknown>>;
+  deltas.push({ type: 'usage', usage: usageOf(u.prompt_tokens, u.completion_tokens, u.total_tokens) });
+  return deltas;
+}
+
+/**
+ * Reads an OpenAI SSE stream: `data: <chat.completion.chunk>` events (the
+ * first choice's deltas; a last chunk with no choices carries `usage`), then
+ * `data: [DONE]`. A chunk with an `error` member (or an `event: error`) is the
+ * provider reporting a failure.
+ */
+export class OpenAIStreamDecoder implements StreamDecoder {
+  #done = false;
+  #finished = false;
+  #model: string | null = null;
+
+  get done(): boolean {
+    // Some OpenAI-compatible servers end the body cleanly after the finish
+    // reason without `[DONE]`; the answer is whole then too.
+    return this.#done || this.#finished;
+  }
+
+  decode(event: string | undefined, data: string): ReturnType<StreamDecoder['decode']> {
+    if (data.trim() === '[DONE]') {
+      this.#done = true;
+      return { deltas: [] };
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(data);
+    } catch {
+      return { malformed: `a stream event is not JSON: ${data.slice(0, 80)}` };
+    }
+    if (event === 'error' || (typeof json === 'object' && json !== null && 'error' in json)) {
+      const err = (json as { error?: unknown }).error ?? json;
+      const e = (typeof err === 'object' && err !== null ? err : { message: String(err) }) as { type?: unknown; code?: unknown; message?: unknown };
+      const type = typeof e.type === 'string' ? e.type : typeof e.code === 'string' ? e.code : undefined;
+      return { error: { ...(type === undefined ? {} : { type }), ...(typeof e.message === 'string' ? { message: e.message } : {}) } };
+    }
+    const chunk = json as Partial<OpenAIChatChunk>;
+    const deltas: ChatDelta[] = [];
+    if (typeof chunk.model === 'string' && chunk.model !== '' && chunk.model !== this.#model) {
+      this.#model = chunk.model;
+      deltas.push({ type: 'model', model: chunk.model });
+    }
+    const choice = Array.isArray(chunk.choices) ? chunk.choices.find((c) => (c?.index ?? 0) === 0) : undefined;
+    if (choice !== undefined) {
+      const d = choice.delta ?? {};
+      if (typeof d.content === 'string' && d.content !== '') deltas.push({ type: 'text', text: d.content });
+      if (typeof d.refusal === 'string' && d.refusal !== '') deltas.push({ type: 'refusal', text: d.refusal });
+      for (const call of d.tool_calls ?? []) {
+        deltas.push({
+          type: 'tool_call',
+          index: typeof call.index === 'number' ? call.index : 0,
+          ...(typeof call.id === 'string' ? { id: call.id } : {}),
+          ...(typeof call.function?.name === 'string' ? { name: call.function.name } : {}),
+          ...(typeof call.function?.arguments === 'string' ? { arguments: call.function.arguments } : {}),
+        });
+      }
+      const lp = choice.logprobs;
+      if (lp !== null && lp !== undefined && (lp.content || lp.refusal)) {
+        deltas.push({ type: 'logprobs', ...(lp.content ? { content: lp.content } : {}), ...(lp.refusal ? { refusal: lp.refusal } : {}) });
+      }
+      if (typeof choice.finish_reason === 'string') {
+        this.#finished = true;
+        deltas.push({ type: 'finish', finish_reason: choice.finish_reason });
+      }
+    }
+    if (chunk.usage !== null && chunk.usage !== undefined) {
+      deltas.push({ type: 'usage', usage: usageOf(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, chunk.usage.total_tokens) });
+    }
+    return { deltas };
+  }
 }

@@ -1,0 +1,51 @@
+/**
+ * The settings every provider type shares, and the HTTP provider types'
+ * configuration. Its own module (imported by `provider.ts` and by the `fake`
+ * type's config alike) so that no import circle runs through `provider.ts`.
+ */
+
+/** The provider types onejob can call. */
+export const ProviderType = {
+  /** Any OpenAI-compatible Chat Completions server: POST `{baseUrl}/chat/completions`. */
+  OpenAI: 'openai',
+  /** Anthropic's Messages API: POST `{baseUrl}/v1/messages`. */
+  Anthropic: 'anthropic',
+  /** onejob's fake provider (embedded or external), for demos and tests. */
+  Fake: 'fake',
+} as const;
+export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
+
+/** The default deadline of one attempt, in milliseconds. */
+export const DEFAULT_PROVIDER_TIMEOUT_MS = 20_000;
+
+/** Settings shared by every provider type. */
+export interface ProviderConfigBase {
+  /** An attempt's deadline; past it the attempt is `unknown`. Enforced by the caller's signal. Default 20000. */
+  readonly timeoutMs?: number | undefined;
+  /** Extra headers sent with every request (onejob's identity headers win on a clash). */
+  readonly headers?: Readonly<Record<string, string>> | undefined;
+  /** The model's context window in tokens, for contract verification. */
+  readonly contextWindow?: number | undefined;
+  /** The most output tokens to ask for when the input names none (Anthropic requires a value; default 4096 there). */
+  readonly maxOutputTokens?: number | undefined;
+}
+
+/**
+ * A real inference API reached over HTTP(S).
+ *
+ * @example { type: 'openai', baseUrl: 'https://api.openai.com/v1', apiKey: 'sk-…', model: 'gpt-4o-mini' }
+ */
+export interface HttpProviderConfig extends ProviderConfigBase {
+  readonly type: 'openai' | 'anthropic';
+  /**
+   * The API root. OpenAI-compatible: the URL that `/chat/completions` is
+   * appended to (e.g. `https://api.openai.com/v1`). Anthropic: the host root
+   * (`https://api.anthropic.com`); a trailing `/v1` is accepted too.
+   */
+  readonly baseUrl: string;
+  /** The API key, already resolved (no `env:` prefix). Null or absent for servers that need none. */
+  readonly apiKey?: string | null | undefined;
+  /** The model name sent to the provider. */
+  readonly model: string;
+}
+
