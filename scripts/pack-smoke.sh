@@ -25,7 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "smoke: FAILED: $*" >&2; exit 1; }
-step() { echo "smoke: $*"; }
+step() { echo "smoke [${SECONDS}s]: $*"; }
 
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
 step "node $(node --version), npm $(npm --version)"
@@ -57,8 +57,22 @@ printf '{ "name": "onejob-smoke-consumer", "version": "1.0.0", "private": true, 
 ts_version="$(node -p "require('$root/package.json').devDependencies.typescript")"
 types_node_version="$(node -p "require('$root/package.json').devDependencies['@types/node']")"
 step "npm install $tarball typescript@$ts_version @types/node@$types_node_version"
-npm install --no-audit --no-fund --loglevel=error "$work/$tarball" "typescript@$ts_version" "@types/node@$types_node_version" > "$work/install.log" 2>&1 \
+# Install scripts are run below, for better-sqlite3 only (nothing else installed here has one:
+# onejob has none). Compiling its SQLite takes minutes on two shared cores, so by default
+# the checkout's binding of the same version is reused; ONEJOB_SMOKE_BUILD_NATIVE=1 compiles it.
+npm install --ignore-scripts --no-audit --no-fund --loglevel=error "$work/$tarball" "typescript@$ts_version" "@types/node@$types_node_version" > "$work/install.log" 2>&1 \
   || { cat "$work/install.log" >&2; fail "npm install of the tarball"; }
+sqlite_version="$(node -p "require('./node_modules/better-sqlite3/package.json').version")"
+checkout_binding="$root/node_modules/better-sqlite3/build/Release/better_sqlite3.node"
+checkout_sqlite_version="$(node -p "require('$root/node_modules/better-sqlite3/package.json').version" 2>/dev/null || true)"
+if [ "${ONEJOB_SMOKE_BUILD_NATIVE:-}" != "1" ] && [ "$sqlite_version" = "$checkout_sqlite_version" ] && [ -f "$checkout_binding" ]; then
+  mkdir -p node_modules/better-sqlite3/build/Release
+  cp "$checkout_binding" node_modules/better-sqlite3/build/Release/
+  step "better-sqlite3 $sqlite_version: reused the checkout's compiled binding (ONEJOB_SMOKE_BUILD_NATIVE=1 compiles it)"
+else
+  step "better-sqlite3 $sqlite_version: running its install script (prebuilt download, else a compile)"
+  npm rebuild better-sqlite3 --foreground-scripts > "$work/rebuild.log" 2>&1 || { tail -n 30 "$work/rebuild.log" >&2; fail "better-sqlite3 did not install"; }
+fi
 [ ! -e node_modules/tsx ] || fail "tsx was installed: something at run time still depends on it"
 [ ! -e node_modules/onejob/src ] || fail "the installed package carries src/"
 
