@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const bin = join(dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'onejob');
+// ONEJOB_BIN names another entry point to time (e.g. an older bin/onejob).
+const bin = process.env.ONEJOB_BIN ?? join(dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'onejob');
 const port = await new Promise((resolve) => {
   const s = createServer().listen(0, '127.0.0.1', () => {
     const p = s.address().port;
