@@ -1,8 +1,9 @@
 /**
  * The chaos cluster on loopback: one PostgreSQL database of its own, two fake
  * providers (separate processes, scripted over HTTP), a TCP proxy in front of
- * each, API processes (`onejob serve --no-executor`) behind HAProxy (round
- * robin), and executor processes (`onejob executor`).
+ * each, API processes (`onejob serve --no-executor`) behind HAProxy (the
+ * shipped deploy/haproxy.cfg: hashing on token + Idempotency-Key), and
+ * executor processes (`onejob executor`).
  *
  * Every child runs in its own process group; the groups are recorded in a
  * file that a watchdog process (chaos/watchdog.mjs) reads, so nothing is left
@@ -16,6 +17,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { ensureHaproxy, renderHaproxyConfig } from './haproxy.ts';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -189,12 +191,8 @@ export function adminUrl(): string {
 /** Makes sure a load balancer is installed: HAProxy (installed with apt-get when missing), else nginx. */
 export function ensureLoadBalancer(log: (line: string) => void): 'haproxy' | 'nginx' {
   const has = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
-  if (has('haproxy')) return 'haproxy';
-  log('haproxy is not installed: apt-get install -y haproxy');
+  if (ensureHaproxy(log)) return 'haproxy';
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  spawnSync('apt-get', ['update'], { stdio: 'ignore', env, timeout: 300_000 });
-  spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'haproxy'], { stdio: 'ignore', env, timeout: 300_000 });
-  if (has('haproxy')) return 'haproxy';
   if (has('nginx')) {
     log('haproxy could not be installed; using nginx');
     return 'nginx';
@@ -340,26 +338,27 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     };
     await Promise.all([...apis, ...executors].map(ready));
 
-    // The load balancer, round robin over the API processes.
+    // The load balancer over the API processes.
     const lbPort = await freePort();
     let loadBalancer: ManagedProcess;
     if (lb === 'haproxy') {
       const cfg = join(o.dir, 'haproxy.cfg');
-      writeFileSync(cfg, [
-        'global', '  maxconn 4096', '',
-        'defaults', '  mode http', '  timeout connect 2s', '  timeout client 75s', '  timeout server 75s', '  retries 2', '  option redispatch', '',
-        'frontend onejob', `  bind 127.0.0.1:${lbPort}`, '  default_backend api', '',
-        'backend api', '  balance roundrobin', '  option httpchk GET /healthz', '  default-server inter 500 fall 2 rise 1',
-        ...apis.map((a, i) => `  server api${i + 1} 127.0.0.1:${a.port} check`), '',
-      ].join('\n'));
+      // The shipped deploy/haproxy.cfg (hash on token + Idempotency-Key, /readyz checks), with
+      // this cluster's ports and shorter check timings so a killed process is noticed quickly.
+      writeFileSync(cfg, renderHaproxyConfig({
+        bind: `127.0.0.1:${lbPort}`,
+        servers: apis.map((a, i) => ({ name: `api${i + 1}`, address: `127.0.0.1:${a.port}` })),
+        defaultServer: 'inter 500 fall 2 rise 1',
+      }));
       loadBalancer = new ManagedProcess('haproxy', 'haproxy', ['-db', '-f', cfg], process.env, join(o.dir, 'haproxy.log'), groups);
     } else {
+      // The fallback when HAProxy cannot be installed: the same affinity (token + key), without /readyz checks.
       const cfg = join(o.dir, 'nginx.conf');
       writeFileSync(cfg, [
         'daemon off;', 'worker_processes 1;', `pid ${join(o.dir, 'nginx.pid')};`, `error_log ${join(o.dir, 'nginx-error.log')};`,
         'events { worker_connections 1024; }',
         'http {', `  access_log off; client_body_temp_path ${o.dir};`,
-        `  upstream api { ${apis.map((a) => `server 127.0.0.1:${a.port} max_fails=1 fail_timeout=1s;`).join(' ')} }`,
+        `  upstream api { hash $http_authorization$http_x_api_key$http_idempotency_key consistent; ${apis.map((a) => `server 127.0.0.1:${a.port} max_fails=1 fail_timeout=1s;`).join(' ')} }`,
         `  server { listen 127.0.0.1:${lbPort}; client_max_body_size 4m; location / { proxy_pass http://api; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_read_timeout 75s; proxy_next_upstream error; } }`,
         '}', '',
       ].join('\n'));

@@ -13,7 +13,11 @@ export interface MigrationFile {
   readonly sql: string;
 }
 
-/** The folder holding `postgres/` and `sqlite/` migrations. */
+/**
+ * The folder holding `postgres/` and `sqlite/` migrations: `migrations/` at the
+ * package root, two folders up from this file both as `src/store/*.ts` and as
+ * the build's `dist/store/*.js` (dist mirrors src; see docs/packaging.md).
+ */
 export const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
 
 /**
