@@ -4,15 +4,23 @@
  *
  * - providers, built from `config.providers`;
  * - each route's compiled contract (runtime output checks, CONTRACT §5);
- * - each route's certification gate, from the certifications in the
- *   database, refreshed on a timer (a `onejob verify` in another process is
- *   picked up within `refreshMs`).
+ * - each route's certification gate. A gate is decided on the database's
+ *   certifications at each routing decision: the store reads the chain's
+ *   verdicts inside the transaction that routes (an index range of the
+ *   certifications' primary key), so a `onejob verify` in any process,
+ *   passed or failed, takes effect on the very next decision of every
+ *   process (CONTRACT §5). Nothing is cached between decisions; see
+ *   docs/retention.md ("Certification freshness").
+ * - the background retention sweep of `serve` and `executor` (CONTRACT §9),
+ *   started with {@link Runtime.startRetention}.
  */
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
 import type { OnejobConfig } from '../config/config.ts';
 import { certificationGate, type CertificationView } from '../contracts/certification-gate.ts';
+import { certificationBound } from '../store/store.ts';
+import { RetentionSweeper, type RetentionSweeperOptions } from './retention-sweeper.ts';
 import { checkOutput } from '../contracts/check-output.ts';
 import { compileContract, type CompiledContract } from '../contracts/compile-contract.ts';
 import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
@@ -25,8 +33,6 @@ export interface RuntimeOptions {
   readonly config: OnejobConfig;
   readonly store: Store;
   readonly logger?: Logger;
-  /** How often certifications are re-read from the database. Default 10 000 ms. */
-  readonly refreshMs?: number;
 }
 
 /**
@@ -44,9 +50,11 @@ export class Runtime {
   /** Compiled contracts by route name (routes without a contract are absent). */
   readonly contracts: ReadonlyMap<string, CompiledContract>;
   readonly #logger: Logger | undefined;
-  #gates = new Map<string, EligibilityCheck>();
-  #timer: NodeJS.Timeout | null = null;
+  /** Each route's gate as of the verdicts seen last (for direct calls; routing decisions read afresh). */
+  #lastGates = new Map<string, EligibilityCheck>();
+  readonly #gates = new Map<string, EligibilityCheck>();
   readonly #executors: Executor[] = [];
+  #retention: RetentionSweeper | null = null;
 
   private constructor(o: RuntimeOptions, providers: Map<string, Provider>, contracts: Map<string, CompiledContract>) {
     this.config = o.config;
@@ -75,25 +83,59 @@ export class Runtime {
       contracts.set(route, c);
     }
     const runtime = new Runtime(o, providers, contracts);
+    runtime.#buildGates();
     await runtime.refreshCertifications();
-    runtime.#timer = setInterval(() => void runtime.refreshCertifications().catch((e) => o.logger?.warn({ err: e }, 'certification refresh failed')), o.refreshMs ?? 10_000);
-    runtime.#timer.unref();
     return runtime;
   }
 
-  /** Re-reads certifications and rebuilds every route's gate. */
-  async refreshCertifications(): Promise<void> {
-    const certifications: readonly CertificationView[] = this.contracts.size === 0 ? [] : await this.store.listCertifications();
+  /** One gate per route with a contract, bound to the database's verdicts at each decision. */
+  #buildGates(): void {
     const models = Object.fromEntries(Object.entries(this.config.providers).map(([n, p]) => [n, p.model]));
-    const gates = new Map<string, EligibilityCheck>();
     for (const [route, rc] of Object.entries(this.config.routes)) {
-      gates.set(route, certificationGate({ certifications, chain: rc.providers, contractFingerprint: this.contracts.get(route)?.fingerprint ?? null, models }));
+      const contractFingerprint = this.contracts.get(route)?.fingerprint ?? null;
+      if (contractFingerprint === null) continue; // nothing to certify: every provider eligible
+      const decide = (certifications: readonly CertificationView[]): EligibilityCheck => {
+        const gate = certificationGate({ certifications, chain: rc.providers, contractFingerprint, models });
+        this.#lastGates.set(route, gate);
+        return gate;
+      };
+      this.#gates.set(route, certificationBound(rc.providers, decide, (provider, kind) => (this.#lastGates.get(route) ?? decide([]))(provider, kind)));
     }
-    this.#gates = gates;
   }
 
-  /** The certification gate of `route` (every provider eligible for an unknown route or one without a contract). */
+  /**
+   * Re-reads certifications for direct calls of a gate (`eligible(route)(p, kind)`
+   * outside the store, e.g. a dashboard). Routing decisions never need it:
+   * the store reads the verdicts itself when it decides.
+   */
+  async refreshCertifications(): Promise<void> {
+    if (this.#gates.size === 0) return;
+    const certifications = await this.store.listCertifications();
+    for (const gate of this.#gates.values()) (gate as ReturnType<typeof certificationBound>).withVerdicts(certifications);
+  }
+
+  /**
+   * The certification gate of `route` (every provider eligible for an unknown
+   * route or one without a contract). Given to the store, it is decided on
+   * the certifications read in the routing transaction.
+   */
   readonly eligible = (route: string): EligibilityCheck => this.#gates.get(route) ?? everyProviderEligible;
+
+  /**
+   * Starts the background retention sweep (CONTRACT §9) of this process:
+   * one process per database sweeps at a time (a maintenance lease). Stopped
+   * by {@link close}. Returns the sweeper.
+   */
+  startRetention(options: Partial<Omit<RetentionSweeperOptions, 'store'>> = {}): RetentionSweeper {
+    this.#retention ??= new RetentionSweeper({
+      store: this.store,
+      finishedJobsDays: this.config.retention.finishedJobsDays,
+      logger: this.#logger,
+      ...options,
+    });
+    this.#retention.start();
+    return this.#retention;
+  }
 
   /** The run-time contract check of every output. */
   readonly checkOutput: OutputCheck = (route, input, completion) => {
@@ -116,9 +158,9 @@ export class Runtime {
     return executor;
   }
 
-  /** Stops the executors it created, the refresh timer, and the providers' connections. */
+  /** Stops the retention sweep, the executors it created, and the providers' connections. */
   async close(graceMs = 10_000): Promise<void> {
-    if (this.#timer) clearInterval(this.#timer);
+    await this.#retention?.stop();
     await Promise.all(this.#executors.map((e) => e.stop(graceMs)));
     await Promise.all([...this.providers.values()].map((p) => p.close()));
   }
