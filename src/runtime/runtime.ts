@@ -4,25 +4,19 @@
  *
  * - providers, built from `config.providers`;
  * - each route's compiled contract (runtime output checks, CONTRACT §5);
- * - each route's certification gate. A gate is decided on the database's
- *   certifications at each routing decision: the store reads the chain's
- *   verdicts inside the transaction that routes (an index range of the
- *   certifications' primary key), so a `onejob verify` in any process,
- *   passed or failed, takes effect on the very next decision of every
- *   process (CONTRACT §5). Nothing is cached between decisions; see
- *   docs/retention.md ("Certification freshness").
+ * - each route's certification gate (`route-gates.ts`), decided on the
+ *   database's certifications at each routing decision, so a `onejob verify`
+ *   in any process takes effect on the very next decision of every process.
  * - the background retention sweep of `serve` and `executor` (CONTRACT §9),
  *   started with {@link Runtime.startRetention}.
  */
-import { dirname } from 'node:path';
 import type { Logger } from 'pino';
-import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
+import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { OnejobConfig } from '../config/config.ts';
-import { certificationGate, type CertificationView } from '../contracts/certification-gate.ts';
-import { certificationBound } from '../store/store.ts';
 import { RetentionSweeper, type RetentionSweeperOptions } from './retention-sweeper.ts';
+import { compileRouteContracts, RouteGates } from './route-gates.ts';
 import { checkOutput } from '../contracts/check-output.ts';
-import { compileContract, type CompiledContract } from '../contracts/compile-contract.ts';
+import type { CompiledContract } from '../contracts/compile-contract.ts';
 import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
 import { createProvider } from '../providers/create-provider.ts';
 import type { Provider, ProviderConfig } from '../providers/provider.ts';
@@ -50,9 +44,7 @@ export class Runtime {
   /** Compiled contracts by route name (routes without a contract are absent). */
   readonly contracts: ReadonlyMap<string, CompiledContract>;
   readonly #logger: Logger | undefined;
-  /** Each route's gate as of the verdicts seen last (for direct calls; routing decisions read afresh). */
-  #lastGates = new Map<string, EligibilityCheck>();
-  readonly #gates = new Map<string, EligibilityCheck>();
+  readonly #gates: RouteGates;
   readonly #executors: Executor[] = [];
   #retention: RetentionSweeper | null = null;
 
@@ -62,6 +54,7 @@ export class Runtime {
     this.providers = providers;
     this.contracts = contracts;
     this.#logger = o.logger;
+    this.#gates = new RouteGates(o.config, contracts);
   }
 
   /** Builds providers and compiles contracts; loads certifications. */
@@ -70,37 +63,10 @@ export class Runtime {
     for (const [name, pc] of Object.entries(o.config.providers)) {
       providers.set(name, createProvider(name, pc as unknown as ProviderConfig));
     }
-    const contracts = new Map<string, CompiledContract>();
-    const baseDir = o.config.configPath ? dirname(o.config.configPath) : process.cwd();
-    const compiled = new Map<string, CompiledContract>();
-    for (const [route, rc] of Object.entries(o.config.routes)) {
-      if (!rc.contract) continue;
-      let c = compiled.get(rc.contract);
-      if (!c) {
-        c = await compileContract(rc.contract, o.config.contracts[rc.contract], { baseDir });
-        compiled.set(rc.contract, c);
-      }
-      contracts.set(route, c);
-    }
+    const contracts = await compileRouteContracts(o.config);
     const runtime = new Runtime(o, providers, contracts);
-    runtime.#buildGates();
     await runtime.refreshCertifications();
     return runtime;
-  }
-
-  /** One gate per route with a contract, bound to the database's verdicts at each decision. */
-  #buildGates(): void {
-    const models = Object.fromEntries(Object.entries(this.config.providers).map(([n, p]) => [n, p.model]));
-    for (const [route, rc] of Object.entries(this.config.routes)) {
-      const contractFingerprint = this.contracts.get(route)?.fingerprint ?? null;
-      if (contractFingerprint === null) continue; // nothing to certify: every provider eligible
-      const decide = (certifications: readonly CertificationView[]): EligibilityCheck => {
-        const gate = certificationGate({ certifications, chain: rc.providers, contractFingerprint, models });
-        this.#lastGates.set(route, gate);
-        return gate;
-      };
-      this.#gates.set(route, certificationBound(rc.providers, decide, (provider, kind) => (this.#lastGates.get(route) ?? decide([]))(provider, kind)));
-    }
   }
 
   /**
@@ -109,9 +75,7 @@ export class Runtime {
    * the store reads the verdicts itself when it decides.
    */
   async refreshCertifications(): Promise<void> {
-    if (this.#gates.size === 0) return;
-    const certifications = await this.store.listCertifications();
-    for (const gate of this.#gates.values()) (gate as ReturnType<typeof certificationBound>).withVerdicts(certifications);
+    if (this.#gates.any) this.#gates.remember(await this.store.listCertifications());
   }
 
   /**
@@ -119,7 +83,7 @@ export class Runtime {
    * route or one without a contract). Given to the store, it is decided on
    * the certifications read in the routing transaction.
    */
-  readonly eligible = (route: string): EligibilityCheck => this.#gates.get(route) ?? everyProviderEligible;
+  readonly eligible = (route: string): EligibilityCheck => this.#gates.eligible(route);
 
   /**
    * Starts the background retention sweep (CONTRACT §9) of this process:
