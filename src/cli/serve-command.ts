@@ -108,13 +108,14 @@ export async function runServe(o: ServeOptions): Promise<void> {
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : o.port;
   const url = `http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${port}`;
-  for (const line of o.banner?.(url) ?? []) process.stderr.write(`${line}\n`);
   const rt = runtime;
   onSignals(o.logger, async () => {
     await app.close();
     await rt.close();
     await o.store.close();
   });
+  // Only now: whoever waits for the banner may signal at once, and must find the handlers installed.
+  for (const line of o.banner?.(url) ?? []) process.stderr.write(`${line}\n`);
 }
 
 /** Options of {@link runExecutorProcess}. */
@@ -166,6 +167,8 @@ export async function startMetricsServer(metrics: Metrics, port: number, host: s
 export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<void> {
   let runtime: Runtime | undefined;
   let server: Server | undefined;
+  // Logged once the signal handlers are installed: whoever waits for these lines may signal at once.
+  const ready: [Record<string, unknown>, string][] = [];
   try {
     await migrate(o.store, o.logger);
     runtime = await createRuntime({ config: o.config, store: o.store, logger: o.logger });
@@ -178,13 +181,13 @@ export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<voi
         throw new CliFailure(`cannot listen on ${host}:${o.metricsPort} for metrics: ${(error as Error).message}`, USAGE_EXIT_CODE);
       }
       const address = server.address();
-      o.logger.info({ metrics_url: `http://${host}:${typeof address === 'object' && address ? address.port : o.metricsPort}/metrics` }, 'serving metrics');
+      ready.push([{ metrics_url: `http://${host}:${typeof address === 'object' && address ? address.port : o.metricsPort}/metrics` }, 'serving metrics']);
     }
     for (let i = 0; i < o.count; i++) {
       const executor = runtime.createExecutor({ concurrency: o.concurrency, leaseMs: o.leaseMs });
       if (metrics) instrumentExecutor(executor, metrics);
       await executor.start();
-      o.logger.info({ executor: executor.id }, 'executor ready');
+      ready.push([{ executor: executor.id }, 'executor ready']);
     }
     if (o.retention ?? true) runtime.startRetention();
   } catch (error) {
@@ -200,4 +203,5 @@ export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<voi
     await rt.close();
     await o.store.close();
   });
+  for (const [fields, msg] of ready) o.logger.info(fields, msg);
 }

@@ -47,9 +47,10 @@ function startUntil(args: string[], env: Record<string, string>, cwd: string, pa
   });
 }
 
-async function stop(child: ChildProcess): Promise<number | null> {
+/** SIGTERM, then the exit code (or the signal's name if it died of one). */
+async function stop(child: ChildProcess): Promise<number | string | null> {
   if (child.exitCode !== null) return child.exitCode;
-  const exited = new Promise<number | null>((ok) => child.on('exit', (code) => ok(code)));
+  const exited = new Promise<number | string | null>((ok) => child.on('exit', (code, signal) => ok(code ?? signal)));
   child.kill('SIGTERM');
   return exited;
 }
@@ -139,38 +140,46 @@ describe('operations of onejob processes (sqlite)', () => {
     const configured = await startUntil(['serve', '--port', '0', '--no-executor'], { DATABASE_URL: `sqlite:${join(cwd, 'demo.db')}`, HOST: '0.0.0.0' }, cwd, /onejob demo: .* at http:\/\/127\.0\.0\.1:(\d+)/);
     children.push(configured.child);
     if (external !== null) expect(await accepts(external, Number(configured.match[1]))).toBe(true);
-    expect(await stop(configured.child)).toBe(0);
+    expect(await stop(configured.child), configured.output()).toBe(0);
   }, 180_000);
 
   it('onejob gc deletes what is past the window and prints it; --older-than overrides the config; bad durations are refused', async () => {
-    const { job } = await store.createJob({ ownerId: OWNER, idempotencyKey: 'gc-old', route: 'work', input: 1, providers: ['primary'] });
-    await store.cancelJob(OWNER, job.id);
-    const { job: fresh } = await store.createJob({ ownerId: OWNER, idempotencyKey: 'gc-fresh', route: 'work', input: 1, providers: ['primary'] });
-    await store.cancelJob(OWNER, fresh.id);
-    const db = new Database(dbUrl.slice('sqlite:'.length));
-    db.pragma('busy_timeout = 5000');
-    db.prepare('UPDATE jobs SET finished_at = finished_at - ? WHERE id = ?').run(40 * 86_400_000, job.id);
-    db.close();
-    const config = join(dir, 'gc.config.json');
-    writeFileSync(config, JSON.stringify({ database: dbUrl, retention: { finishedJobsDays: 30 } }));
-    const run = (args: string[]) =>
-      new Promise<{ code: number; stdout: string; stderr: string }>((ok) =>
-        execFile(BIN, args, { env: { PATH: process.env.PATH ?? '' }, timeout: 60_000 }, (e, stdout, stderr) => ok({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, stdout, stderr })));
+    // A database of its own: the jobs of the tests above must not be counted.
+    const dbUrl = `sqlite:${join(dir, 'gc.db')}`;
+    const store = await openStore(dbUrl);
+    await store.migrate();
+    try {
+      const { job } = await store.createJob({ ownerId: OWNER, idempotencyKey: 'gc-old', route: 'work', input: 1, providers: ['primary'] });
+      await store.cancelJob(OWNER, job.id);
+      const { job: fresh } = await store.createJob({ ownerId: OWNER, idempotencyKey: 'gc-fresh', route: 'work', input: 1, providers: ['primary'] });
+      await store.cancelJob(OWNER, fresh.id);
+      const db = new Database(dbUrl.slice('sqlite:'.length));
+      db.pragma('busy_timeout = 5000');
+      db.prepare('UPDATE jobs SET finished_at = finished_at - ? WHERE id = ?').run(40 * 86_400_000, job.id);
+      db.close();
+      const config = join(dir, 'gc.config.json');
+      writeFileSync(config, JSON.stringify({ database: dbUrl, retention: { finishedJobsDays: 30 } }));
+      const run = (args: string[]) =>
+        new Promise<{ code: number; stdout: string; stderr: string }>((ok) =>
+          execFile(BIN, args, { env: { PATH: process.env.PATH ?? '' }, timeout: 60_000 }, (e, stdout, stderr) => ok({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, stdout, stderr })));
 
-    const gc = await run(['gc', '--config', config]);
-    expect(gc.code, gc.stderr).toBe(0);
-    expect(gc.stdout.trim()).toMatch(/^deleted 1 job \(1 cancelled\), 0 attempts, \d+ events?: finished more than 30d ago$/);
-    expect(await store.getJob(OWNER, job.id)).toBeNull();
-    expect(await store.getJob(OWNER, fresh.id)).not.toBeNull();
+      const gc = await run(['gc', '--config', config]);
+      expect(gc.code, gc.stderr).toBe(0);
+      expect(gc.stdout.trim()).toMatch(/^deleted 1 job \(1 cancelled\), 0 attempts, \d+ events?: finished more than 30d ago$/);
+      expect(await store.getJob(OWNER, job.id)).toBeNull();
+      expect(await store.getJob(OWNER, fresh.id)).not.toBeNull();
 
-    const all = await run(['gc', '--config', config, '--older-than', '0s', '--json']);
-    expect(all.code, all.stderr).toBe(0);
-    expect(JSON.parse(all.stdout)).toMatchObject({ deleted: { jobs: 1, by_state: { cancelled: 1 } }, older_than_ms: 0 });
-    expect(await store.getJob(OWNER, fresh.id)).toBeNull();
+      const all = await run(['gc', '--config', config, '--older-than', '0s', '--json']);
+      expect(all.code, all.stderr).toBe(0);
+      expect(JSON.parse(all.stdout)).toMatchObject({ deleted: { jobs: 1, by_state: { cancelled: 1 } }, older_than_ms: 0 });
+      expect(await store.getJob(OWNER, fresh.id)).toBeNull();
 
-    const bad = await run(['gc', '--config', config, '--older-than', 'soon']);
-    expect(bad.code).toBe(2);
-    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
-    expect(bad.stderr).toMatch(/^onejob: .*--older-than.*unit/);
+      const bad = await run(['gc', '--config', config, '--older-than', 'soon']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+      expect(bad.stderr).toMatch(/^onejob: .*--older-than.*unit/);
+    } finally {
+      await store.close();
+    }
   }, 180_000);
 });
