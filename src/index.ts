@@ -29,6 +29,7 @@ export { createMetrics } from './http/metrics.ts';
 export { Executor, acceptText } from './executor/executor.ts';
 export type { ExecutorOptions, ExecutorEvents, OutputCheck } from './executor/executor.ts';
 export { Runtime, createRuntime } from './runtime/runtime.ts';
+export { RetentionSweeper } from './runtime/retention-sweeper.ts';
 export * from './providers/index.ts';
 export * from './protocols/index.ts';
 export { compileContract } from './contracts/compile-contract.ts';

@@ -76,6 +76,12 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_winner_only_when_succeeded CHECK (((completed_by IS NOT NULL) = (state = 'succeeded'::text)))
 );
 
+CREATE TABLE public.maintenance_leases (
+    name text NOT NULL,
+    holder text NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.onejob_migrations (
     version integer NOT NULL,
     name text NOT NULL,
@@ -102,6 +108,9 @@ ALTER TABLE ONLY public.jobs
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_pkey PRIMARY KEY (owner_id, id);
 
+ALTER TABLE ONLY public.maintenance_leases
+    ADD CONSTRAINT maintenance_leases_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY public.onejob_migrations
     ADD CONSTRAINT onejob_migrations_pkey PRIMARY KEY (version);
 
@@ -109,9 +118,13 @@ CREATE INDEX attempts_claimable_idx ON public.attempts USING btree (started_at) 
 
 CREATE INDEX attempts_leased_idx ON public.attempts USING btree (lease_expires_at) WHERE (lease_owner IS NOT NULL);
 
+CREATE INDEX attempts_unknown_idx ON public.attempts USING btree (started_at) WHERE (state = 'unknown'::text);
+
 CREATE INDEX job_events_id_idx ON public.job_events USING btree (id);
 
 CREATE INDEX job_events_job_idx ON public.job_events USING btree (owner_id, job_id, id);
+
+CREATE INDEX jobs_finished_idx ON public.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 
 CREATE INDEX jobs_owner_created_idx ON public.jobs USING btree (owner_id, created_at DESC, id DESC);
 

@@ -67,13 +67,23 @@ CREATE TABLE jobs (
   CONSTRAINT jobs_winner_only_when_succeeded CHECK ((completed_by IS NOT NULL) = (state = 'succeeded'))
 ) WITHOUT ROWID;
 
+CREATE TABLE maintenance_leases (
+  name       TEXT    PRIMARY KEY,
+  holder     TEXT    NOT NULL,
+  expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
 CREATE TABLE onejob_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 
 CREATE INDEX attempts_claimable_idx ON attempts (started_at) WHERE state = 'starting' AND lease_owner IS NULL;
 
 CREATE INDEX attempts_leased_idx ON attempts (lease_expires_at) WHERE lease_owner IS NOT NULL;
 
+CREATE INDEX attempts_unknown_idx ON attempts (started_at) WHERE state = 'unknown';
+
 CREATE INDEX job_events_job_idx ON job_events (owner_id, job_id, id);
+
+CREATE INDEX jobs_finished_idx ON jobs (finished_at) WHERE finished_at IS NOT NULL;
 
 CREATE INDEX jobs_owner_created_idx ON jobs (owner_id, created_at DESC, id DESC);
 

@@ -1,6 +1,6 @@
 /**
- * The `onejob` command line (CONTRACT §6): serve, migrate, jobs list|show,
- * attempts resolve. Every command takes `--config` and honours
+ * The `onejob` command line (CONTRACT §6): serve, executor, verify, migrate,
+ * jobs list|show, attempts resolve, gc. Every command takes `--config` and honours
  * `DATABASE_URL`; failures print one line `onejob: <reason>` on stderr and
  * exit non-zero (see `cli-errors.ts`).
  *
@@ -8,7 +8,9 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
-import { loadConfig, type OnejobConfig } from '../config/config.ts';
+import { LOOPBACK_HOST, loadConfig, type OnejobConfig } from '../config/config.ts';
+import { compileRouteContracts, RouteGates } from '../runtime/route-gates.ts';
+import { RetentionSweeper } from '../runtime/retention-sweeper.ts';
 import { OnejobError } from '../core/errors.ts';
 import { JOB_STATES, type JobState } from '../core/states.ts';
 import type { RecordedError } from '../core/types.ts';
@@ -45,6 +47,34 @@ function integer(name: string, min: number, max: number): (value: string) => num
   };
 }
 
+const DURATION_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * Parses a duration such as `30d`, `12h`, `90m`, `45s`, `0s` or `1.5d` into milliseconds.
+ *
+ * @example parseDuration('12h') // 43200000
+ */
+export function parseDuration(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(value.trim());
+  if (!m) throw new InvalidArgumentError('must be a number and a unit (ms, s, m, h, d), e.g. 30d, 12h or 0s');
+  return Math.round(Number(m[1]) * DURATION_UNITS[m[2]!]!);
+}
+
+/** A duration in milliseconds the way people read it: `30d`, `12h`, `1d 2h`, `0s`. */
+function formatDuration(ms: number): string {
+  if (ms === 0) return '0s';
+  const parts: string[] = [];
+  let rest = ms;
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+    if (rest >= size) {
+      parts.push(`${Math.floor(rest / size)}${unit}`);
+      rest %= size;
+    }
+  }
+  if (rest > 0) parts.push(`${rest}ms`);
+  return parts.join(' ');
+}
+
 function json(name: string): (value: string) => unknown {
   return (value) => {
     try {
@@ -64,8 +94,8 @@ async function open(io: CliIo, configPath: string | undefined, requireSecrets: b
   return { config, store };
 }
 
-async function withStore<T>(io: CliIo, configPath: string | undefined, fn: (store: Store) => Promise<T>): Promise<T> {
-  const { store } = await open(io, configPath, false);
+async function withStore<T>(io: CliIo, configPath: string | undefined, fn: (store: Store, config: OnejobConfig) => Promise<T>): Promise<T> {
+  const { store, config } = await open(io, configPath, false);
   try {
     // Fail early, with the database's own reason, when it is unreachable or not migrated.
     const ready = await store.readiness();
@@ -73,7 +103,7 @@ async function withStore<T>(io: CliIo, configPath: string | undefined, fn: (stor
       const reason = ready.error ?? `migrations pending (${ready.pendingMigrations.join(', ')}); run: onejob migrate`;
       throw new OnejobError('database_unavailable', reason);
     }
-    return await fn(store);
+    return await fn(store, config);
   } finally {
     await store.close().catch(() => undefined);
   }
@@ -100,6 +130,8 @@ Every command reads the config file (--config, else $ONEJOB_CONFIG, else
 ./onejob.config.json) and the environment, which wins:
   DATABASE_URL     sqlite:<path> or postgres://… (default sqlite:./onejob.db)
   PORT             HTTP port of serve (default 8080)
+  HOST             listen address of serve (default: the config's host, else
+                   0.0.0.0; 127.0.0.1 for the unconfigured demo)
   ONEJOB_API_KEYS  token=owner,token=owner
 On failure a command prints one line "onejob: <reason>" on stderr and exits
 non-zero: 2 bad input or config, 3 database unavailable, 4 not found,
@@ -108,8 +140,9 @@ non-zero: 2 bad input or config, 3 database unavailable, 4 not found,
 Examples:
   $ onejob migrate
   $ DATABASE_URL=postgres://localhost/onejob onejob serve --port 8080
-  $ onejob jobs list --owner alice --state unknown
-  $ onejob attempts resolve att_0193… --owner alice --state failed`,
+  $ onejob jobs list --state unknown
+  $ onejob attempts resolve att_0193… --state failed
+  $ onejob gc --older-than 7d`,
     );
 
   program
@@ -117,7 +150,7 @@ Examples:
     .description('Run the HTTP API and an executor in one process (migrates the database first).')
     .addOption(configOption())
     .option('-p, --port <n>', 'port to listen on (default: $PORT, else the config, else 8080)', integer('--port', 0, 65535))
-    .option('--host <address>', 'address to listen on (default: the config, else 0.0.0.0)')
+    .option('--host <address>', 'address to listen on (default: $HOST, else the config, else 0.0.0.0; the unconfigured demo: 127.0.0.1)')
     .option('--no-executor', 'serve the API only; run `onejob executor` processes against the same database')
     .addHelpText(
       'after',
@@ -125,7 +158,11 @@ Examples:
 With no config file and no providers configured, serve runs a demo: route
 "demo" on two embedded fake providers, token "demo-token" (owner demo), and
 prints curl commands that show a job, a timeout becoming unknown, a resolve
-and a failover.
+and a failover. Its token is public, so the demo listens on 127.0.0.1 only
+unless --host (or $HOST) says otherwise.
+
+In the background, serve deletes jobs finished longer ago than
+retention.finishedJobsDays (default 30; see onejob gc).
 
 SIGTERM or SIGINT stops accepting connections, finishes in-flight requests
 (long-polls answer at once), lets the executor finish or leave its attempts
@@ -143,7 +180,7 @@ Examples:
       const token = Object.keys(config.apiKeys)[0] ?? DEMO_TOKEN;
       await runServe({
         config, store: loaded.store, logger, executor: opts.executor,
-        port: opts.port ?? config.port, host: opts.host ?? config.host,
+        port: opts.port ?? config.port, host: opts.host ?? (demo && !config.hostConfigured ? LOOPBACK_HOST : config.host),
         banner: demo ? (url) => demoBanner(url, token) : undefined,
       });
     });
@@ -155,21 +192,31 @@ Examples:
     .option('-n, --count <n>', 'executors in this process', integer('--count', 1, 64), 1)
     .option('--concurrency <n>', 'attempts in flight per executor (default 64)', integer('--concurrency', 1, 10_000))
     .option('--lease-ms <ms>', 'lease length; an executor silent this long is presumed dead (default 30000)', integer('--lease-ms', 100, 3_600_000))
+    .option('--metrics-port <n>', 'serve GET /metrics (Prometheus) and GET /healthz of this process on this port (0: any free port; default: no HTTP)', integer('--metrics-port', 0, 65535))
+    .option('--metrics-host <address>', 'address of the metrics port (default: $HOST, else the config\'s host, else 0.0.0.0)')
     .addHelpText(
       'after',
       `
 Run as many executor processes as you like against one database: claims use
 leases (PostgreSQL: FOR UPDATE SKIP LOCKED), and every write is fenced by the
 lease, so a paused executor cannot change a job it no longer owns.
+With --metrics-port, the process serves its own /metrics: attempts by state,
+races lost, provider latency, and attempts_in_doubt (read from the database
+at each scrape). Like serve, it deletes jobs finished longer ago than
+retention.finishedJobsDays in the background (one process per database at
+a time).
 
 Examples:
   $ DATABASE_URL=postgres://localhost/onejob onejob executor --config onejob.config.json
-  $ onejob executor --count 2 --concurrency 32`,
+  $ onejob executor --count 2 --concurrency 32 --metrics-port 9464`,
     )
-    .action(async (opts: { config?: string; count: number; concurrency?: number; leaseMs?: number }) => {
+    .action(async (opts: { config?: string; count: number; concurrency?: number; leaseMs?: number; metricsPort?: number; metricsHost?: string }) => {
       const { config, store } = await open(io, opts.config ?? program.opts().config, true);
       const logger = pino({ level: io.env.LOG_LEVEL ?? 'info', base: { service: 'onejob-executor' } });
-      await runExecutorProcess({ config, store, logger, count: opts.count, concurrency: opts.concurrency, leaseMs: opts.leaseMs });
+      await runExecutorProcess({
+        config, store, logger, count: opts.count, concurrency: opts.concurrency, leaseMs: opts.leaseMs,
+        metricsPort: opts.metricsPort, metricsHost: opts.metricsHost,
+      });
     });
 
   program
@@ -237,21 +284,21 @@ Examples:
 
   const jobs = program
     .command('jobs')
-    .description("Read jobs straight from the database (admin: you name the owner with --owner; no API token is used).");
+    .description('Read jobs straight from the database, across owners (admin: no API token is used; --owner narrows).');
 
   jobs
     .command('list')
-    .description("List an owner's jobs, newest first.")
+    .description("List jobs of every owner (or of --owner), newest first.")
     .addOption(configOption())
-    .requiredOption('-o, --owner <owner>', 'the owner whose jobs to list (the CLI acts as an admin)')
+    .option('-o, --owner <owner>', "only this owner's jobs (default: every owner)")
     .addOption(new Option('-s, --state <state>', 'only jobs in this state').choices(JOB_STATES))
     .option('-n, --limit <n>', 'at most this many jobs (1–200)', integer('--limit', 1, 200), 50)
     .option('--cursor <cursor>', 'continue after a previous page (its next_cursor)')
     .option('--json', 'print {"data": [jobs], "next_cursor"} as the HTTP API does')
-    .addHelpText('after', '\nExamples:\n  $ onejob jobs list --owner alice\n  $ onejob jobs list --owner alice --state unknown --json')
-    .action(async (opts: { config?: string; owner: string; state?: JobState; limit: number; cursor?: string; json?: boolean }) => {
+    .addHelpText('after', '\nExamples:\n  $ onejob jobs list --state unknown\n  $ onejob jobs list --owner alice --json')
+    .action(async (opts: { config?: string; owner?: string; state?: JobState; limit: number; cursor?: string; json?: boolean }) => {
       await withStore(io, opts.config ?? program.opts().config, async (store) => {
-        const page = await store.listJobs({ ownerId: opts.owner, state: opts.state, limit: opts.limit, cursor: opts.cursor });
+        const page = await store.listAllJobs({ ownerId: opts.owner, state: opts.state, limit: opts.limit, cursor: opts.cursor });
         const bodies = page.jobs.map(jobBody);
         if (opts.json) {
           io.stdout(JSON.stringify({ data: bodies, next_cursor: page.nextCursor }, null, 2));
@@ -261,35 +308,38 @@ Examples:
           io.stdout('no jobs');
           return;
         }
-        io.stdout(table(['JOB', 'STATE', 'ROUTE', 'ATTEMPTS', 'CREATED', 'KEY'], bodies.map((j) => [j.id, j.state, j.route, String(j.attempts.length), j.created_at, j.idempotency_key])));
+        io.stdout(table(['JOB', 'OWNER', 'STATE', 'ROUTE', 'ATTEMPTS', 'CREATED', 'KEY'], page.jobs.map((job, i) => {
+          const j = bodies[i]!;
+          return [j.id, job.ownerId, j.state, j.route, String(j.attempts.length), j.created_at, j.idempotency_key];
+        })));
         if (page.nextCursor !== null) io.stdout(`more: --cursor ${page.nextCursor}`);
       });
     });
 
   jobs
     .command('show')
-    .description('Show one job with its attempts.')
+    .description("Show one job with its attempts, whoever owns it (admin: no API token is used).")
     .argument('<id>', 'job id (job_…)')
     .addOption(configOption())
-    .requiredOption('-o, --owner <owner>', "the job's owner (the CLI acts as an admin)")
-    .option('--json', 'print the job as the HTTP API does')
-    .addHelpText('after', '\nExamples:\n  $ onejob jobs show job_0193… --owner alice\n  $ onejob jobs show job_0193… --owner alice --json | jq .state')
-    .action(async (id: string, opts: { config?: string; owner: string; json?: boolean }) => {
+    .option('-o, --owner <owner>', "only if this owner's (default: whoever owns it)")
+    .option('--json', 'print the job as the HTTP API does (plus "owner")')
+    .addHelpText('after', '\nExamples:\n  $ onejob jobs show job_0193…\n  $ onejob jobs show job_0193… --json | jq .state')
+    .action(async (id: string, opts: { config?: string; owner?: string; json?: boolean }) => {
       await withStore(io, opts.config ?? program.opts().config, async (store) => {
-        const job = await store.getJob(opts.owner, id);
-        if (job === null) throw new OnejobError('job_not_found', `no job ${id} for owner ${opts.owner}`);
-        io.stdout(opts.json ? JSON.stringify(jobBody(job), null, 2) : describeJob(jobBody(job)));
+        const job = opts.owner === undefined ? await store.findJob(id) : await store.getJob(opts.owner, id);
+        if (job === null) throw new OnejobError('job_not_found', opts.owner === undefined ? `no job ${id}` : `no job ${id} for owner ${opts.owner}`);
+        io.stdout(opts.json ? JSON.stringify({ ...jobBody(job), owner: job.ownerId }, null, 2) : `owner: ${job.ownerId}\n${describeJob(jobBody(job))}`);
       });
     });
 
-  const attempts = program.command('attempts').description('Act on attempts (admin: you name the owner with --owner).');
+  const attempts = program.command('attempts').description('Act on attempts of any owner (admin: no API token is used; --owner narrows).');
 
   attempts
     .command('resolve')
     .description('Resolve an attempt explicitly: the way out of doubt (starting, running or unknown).')
     .argument('<id>', 'attempt id (att_…)')
     .addOption(configOption())
-    .requiredOption('-o, --owner <owner>', "the attempt's owner (the CLI acts as an admin)")
+    .option('-o, --owner <owner>', "only if this owner's (default: whoever owns it)")
     .addOption(new Option('--state <state>', 'the definite outcome').choices(['succeeded', 'failed', 'cancelled']).makeOptionMandatory())
     .option('--result <json>', "with --state succeeded: the output (becomes the job's result exactly as given)", json('--result'))
     .option('--error <json>', 'with --state failed|cancelled: what went wrong ({"code","message"} or any JSON)', json('--error'))
@@ -299,13 +349,14 @@ Examples:
       `
 A success goes through the job's compare-and-swap: if another attempt already
 won, the attempt becomes superseded and the job's result is unchanged. After
-failed or cancelled the job moves on to the next provider of its chain.
+failed or cancelled the job moves on to the next provider of its chain that
+is certified for the route's contract (read from the config, as serve does).
 
 Examples:
-  $ onejob attempts resolve att_0193… --owner alice --state succeeded --result '{"summary":"…"}'
+  $ onejob attempts resolve att_0193… --state succeeded --result '{"summary":"…"}'
   $ onejob attempts resolve att_0193… --owner alice --state failed --error '{"code":"refused","message":"checked the dashboard"}'`,
     )
-    .action(async (id: string, opts: { config?: string; owner: string; state: 'succeeded' | 'failed' | 'cancelled'; result?: unknown; error?: unknown; json?: boolean }) => {
+    .action(async (id: string, opts: { config?: string; owner?: string; state: 'succeeded' | 'failed' | 'cancelled'; result?: unknown; error?: unknown; json?: boolean }) => {
       const hasResult = Object.hasOwn(opts, 'result');
       const hasError = Object.hasOwn(opts, 'error');
       let outcome: AttemptOutcome;
@@ -318,8 +369,14 @@ Examples:
         const error: RecordedError | undefined = hasError ? resolutionError(opts.error, opts.state) : undefined;
         outcome = opts.state === 'failed' ? { state: 'failed', error: error ?? { code: 'resolved_failed', message: 'resolved failed from the command line' } } : { state: 'cancelled', error };
       }
-      await withStore(io, opts.config ?? program.opts().config, async (store) => {
-        const settled = await store.settleAttempt({ ownerId: opts.owner, attemptId: id, outcome, actor: 'cli' });
+      await withStore(io, opts.config ?? program.opts().config, async (store, config) => {
+        const gates = new RouteGates(config, await compileRouteContracts(config));
+        const found = opts.owner === undefined ? await store.findAttempt(id) : await store.getAttempt(opts.owner, id);
+        if (found === null) throw new OnejobError('attempt_not_found', opts.owner === undefined ? `attempt ${id} not found` : `attempt ${id} not found for owner ${opts.owner}`);
+        const job = await store.getJob(found.ownerId, found.jobId);
+        const settled = await store.settleAttempt({
+          ownerId: found.ownerId, attemptId: id, outcome, actor: 'cli', eligible: job ? gates.eligible(job.route) : undefined,
+        });
         if (opts.json) {
           io.stdout(JSON.stringify({ ...attemptBody(settled.attempt), job: jobBody(settled.job) }, null, 2));
           return;
@@ -332,6 +389,41 @@ Examples:
         }
         if (settled.failover) io.stdout(`next: attempt ${settled.failover.id} on ${settled.failover.provider} (${settled.failover.state})`);
         io.stdout(attemptTable(jobBody(settled.job).attempts));
+      });
+    });
+
+  program
+    .command('gc')
+    .description('Delete finished jobs older than the retention window, with their attempts and events (CONTRACT §9), now.')
+    .addOption(configOption())
+    .option('--older-than <duration>', 'delete jobs finished longer ago than this: 30d, 12h, 90m, 0s… (default: retention.finishedJobsDays of the config, 30d)', (v) => parseDuration(v))
+    .option('--json', 'print {"deleted": {"jobs", "attempts", "events", "by_state"}, "older_than_ms", "batches"}')
+    .addHelpText(
+      'after',
+      `
+Only terminal jobs (succeeded, failed, cancelled) go, oldest first, in batches
+of 500 (one short transaction each), never one with an attempt still in
+flight; queued, running and unknown jobs are never deleted. A deleted job's
+Idempotency-Key can be used again: a replay creates a new job. serve and
+executor do the same in the background; one process per database collects
+at a time, and gc waits (up to a minute) for another process's sweep to end.
+
+Examples:
+  $ onejob gc
+  $ onejob gc --older-than 12h
+  $ onejob gc --older-than 0s --json    # every finished job`,
+    )
+    .action(async (opts: { config?: string; olderThan?: number; json?: boolean }) => {
+      await withStore(io, opts.config ?? program.opts().config, async (store, config) => {
+        const sweeper = new RetentionSweeper({ store, finishedJobsDays: config.retention.finishedJobsDays, holder: `gc_${process.pid}_${Date.now()}` });
+        const result = await sweeper.sweepOnce({ olderThanMs: opts.olderThan, waitForLeaseMs: 60_000 });
+        if (result === null) throw new OnejobError('database_unavailable', 'another process kept the retention lease for a minute; try again');
+        if (opts.json) {
+          io.stdout(JSON.stringify({ deleted: { jobs: result.jobs, attempts: result.attempts, events: result.events, by_state: result.jobsByState }, older_than_ms: result.olderThanMs, batches: result.batches }, null, 2));
+          return;
+        }
+        const states = Object.entries(result.jobsByState).map(([state, n]) => `${n} ${state}`).join(', ');
+        io.stdout(`deleted ${result.jobs} job${result.jobs === 1 ? '' : 's'}${states ? ` (${states})` : ''}, ${result.attempts} attempt${result.attempts === 1 ? '' : 's'}, ${result.events} event${result.events === 1 ? '' : 's'}: finished more than ${formatDuration(result.olderThanMs)} ago`);
       });
     });
 

@@ -3,9 +3,12 @@
  *
  * serve = migrate + HTTP API + (unless `--no-executor`) one executor, sharing
  * one runtime (providers, contracts, certification gates). executor = the
- * executor alone; run as many as you like against one database.
+ * executor alone; run as many as you like against one database, each
+ * optionally with its own `/metrics` port. Both run the background
+ * retention sweep (one process per database sweeps at a time).
  * SIGTERM/SIGINT: stop accepting, finish in-flight work, close the database.
  */
+import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { OnejobConfig } from '../config/config.ts';
 import { createMetrics, type Metrics } from '../http/metrics.ts';
@@ -26,16 +29,16 @@ export interface ServeOptions {
   readonly executor: boolean;
   /** Lines to print once listening (demo instructions). */
   readonly banner?: (url: string) => string[];
+  /** Run the background retention sweep (CONTRACT §9). Default true. */
+  readonly retention?: boolean | undefined;
 }
 
 /** Counts the executor's events into the shared metrics. */
 export function instrumentExecutor(executor: Executor, metrics: Metrics): void {
   executor.events.on('attempt:claimed', ({ attempt }) => metrics.attempts.inc({ state: attempt.state }));
   executor.events.on('attempt:dispatched', () => metrics.attempts.inc({ state: 'running' }));
-  executor.events.on('attempt:unknown', () => {
-    metrics.attempts.inc({ state: 'unknown' });
-    metrics.attemptsInDoubt.inc();
-  });
+  // attempts_in_doubt is not counted here: it is read from the database at scrape time.
+  executor.events.on('attempt:unknown', () => metrics.attempts.inc({ state: 'unknown' }));
   executor.events.on('attempt:settled', (_a, r) => {
     metrics.attempts.inc({ state: r.state });
     if (r.state === 'superseded') metrics.racesLost.inc();
@@ -84,7 +87,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
     throw error;
   }
   if (Object.keys(o.config.apiKeys).length === 0) o.logger.warn('no API keys configured: every /v1/ request will be 401 (set apiKeys or ONEJOB_API_KEYS)');
-  const metrics = createMetrics();
+  const metrics = createMetrics({ countInDoubt: () => o.store.countAttemptsInDoubt() });
   const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible });
   try {
     await app.listen({ port: o.port, host: o.host });
@@ -101,16 +104,18 @@ export async function runServe(o: ServeOptions): Promise<void> {
   } else {
     o.logger.info('serving the API only (--no-executor): run `onejob executor` against the same database');
   }
+  if (o.retention ?? true) runtime.startRetention();
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : o.port;
   const url = `http://${o.host === '0.0.0.0' ? '127.0.0.1' : o.host}:${port}`;
-  for (const line of o.banner?.(url) ?? []) process.stderr.write(`${line}\n`);
   const rt = runtime;
   onSignals(o.logger, async () => {
     await app.close();
     await rt.close();
     await o.store.close();
   });
+  // Only now: whoever waits for the banner may signal at once, and must find the handlers installed.
+  for (const line of o.banner?.(url) ?? []) process.stderr.write(`${line}\n`);
 }
 
 /** Options of {@link runExecutorProcess}. */
@@ -122,27 +127,81 @@ export interface ExecutorProcessOptions {
   readonly count: number;
   readonly concurrency?: number | undefined;
   readonly leaseMs?: number | undefined;
+  /** Serve `/metrics` (and `/healthz`) of this process on this port; undefined: no HTTP at all. */
+  readonly metricsPort?: number | undefined;
+  /** The address of the metrics port. Default: the configured `host` (0.0.0.0 when none). */
+  readonly metricsHost?: string | undefined;
+  /** Run the background retention sweep (CONTRACT §9). Default true. */
+  readonly retention?: boolean | undefined;
+}
+
+/**
+ * A minimal HTTP server for an executor process: `GET /metrics` (Prometheus
+ * text) and `GET /healthz`; anything else is 404. Resolves once listening.
+ */
+export async function startMetricsServer(metrics: Metrics, port: number, host: string): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && path === '/metrics') {
+      metrics.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+        (error: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${(error as Error).message}\n`),
+      );
+    } else if (req.method === 'GET' && path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    } else {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: this port serves GET /metrics and /healthz\n');
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
 }
 
 /** Runs `onejob executor`; returns once started (the process stays up until a signal). */
 export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<void> {
   let runtime: Runtime | undefined;
+  let server: Server | undefined;
+  // Logged once the signal handlers are installed: whoever waits for these lines may signal at once.
+  const ready: [Record<string, unknown>, string][] = [];
   try {
     await migrate(o.store, o.logger);
     runtime = await createRuntime({ config: o.config, store: o.store, logger: o.logger });
+    const metrics = o.metricsPort === undefined ? undefined : createMetrics({ countInDoubt: () => o.store.countAttemptsInDoubt() });
+    if (metrics && o.metricsPort !== undefined) {
+      const host = o.metricsHost ?? o.config.host;
+      try {
+        server = await startMetricsServer(metrics, o.metricsPort, host);
+      } catch (error) {
+        throw new CliFailure(`cannot listen on ${host}:${o.metricsPort} for metrics: ${(error as Error).message}`, USAGE_EXIT_CODE);
+      }
+      const address = server.address();
+      ready.push([{ metrics_url: `http://${host}:${typeof address === 'object' && address ? address.port : o.metricsPort}/metrics` }, 'serving metrics']);
+    }
     for (let i = 0; i < o.count; i++) {
       const executor = runtime.createExecutor({ concurrency: o.concurrency, leaseMs: o.leaseMs });
+      if (metrics) instrumentExecutor(executor, metrics);
       await executor.start();
-      o.logger.info({ executor: executor.id }, 'executor ready');
+      ready.push([{ executor: executor.id }, 'executor ready']);
     }
+    if (o.retention ?? true) runtime.startRetention();
   } catch (error) {
+    server?.close();
     await runtime?.close(0).catch(() => undefined);
     await o.store.close().catch(() => undefined);
     throw error;
   }
   const rt = runtime;
+  const metricsServer = server;
   onSignals(o.logger, async () => {
+    if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
     await rt.close();
     await o.store.close();
   });
+  for (const [fields, msg] of ready) o.logger.info(fields, msg);
 }

@@ -3,7 +3,7 @@
  *
  * {@link loadConfig} reads the file named by `--config`, else `ONEJOB_CONFIG`,
  * else `onejob.config.json` in the working directory when it exists; then the
- * environment overrides it (`DATABASE_URL`, `PORT`, `ONEJOB_API_KEYS`). String
+ * environment overrides it (`DATABASE_URL`, `PORT`, `HOST`, `ONEJOB_API_KEYS`). String
  * values written `"env:NAME"` are read from the environment. The result is
  * validated with Ajv and every problem is reported with its path and reason as
  * one {@link OnejobError} `config_invalid`. See `docs/config.md`.
@@ -27,6 +27,12 @@ export type ProviderType = (typeof PROVIDER_TYPES)[number];
 export const DEFAULT_DATABASE_URL = 'sqlite:./onejob.db';
 /** The default port of `onejob serve`. */
 export const DEFAULT_PORT = 8080;
+/** The listen address of a configured `onejob serve` that names none (the demo listens on {@link LOOPBACK_HOST}). */
+export const DEFAULT_HOST = '0.0.0.0';
+/** The listen address of the unconfigured demo: this machine only. */
+export const LOOPBACK_HOST = '127.0.0.1';
+/** How long a finished job (and so its idempotency key) is kept: 30 days. */
+export const DEFAULT_FINISHED_JOBS_DAYS = 30;
 /** The default request body limit: 1 MiB. */
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
 /** The default server-side wait of `POST /v1/chat/completions`: 5 minutes, below the OpenAI SDK's 10-minute timeout. */
@@ -65,8 +71,12 @@ export interface OnejobConfig {
   readonly databaseUrl: string;
   /** HTTP port. Default 8080. */
   readonly port: number;
-  /** HTTP listen address. Default `0.0.0.0`. */
+  /** HTTP listen address (`HOST` wins over the file). Default `0.0.0.0`; `onejob serve` without any configuration (the demo) uses 127.0.0.1. */
   readonly host: string;
+  /** Whether `host` was given (file or `HOST`) rather than defaulted. */
+  readonly hostConfigured: boolean;
+  /** Retention of finished jobs (CONTRACT §9). */
+  readonly retention: RetentionConfig;
   /** Largest accepted request body. Default 1 MiB. */
   readonly bodyLimitBytes: number;
   /** How long `POST /v1/chat/completions` waits for its job before answering "retry with the same key". Default 300000 (5 min). */
@@ -79,6 +89,16 @@ export interface OnejobConfig {
   readonly contracts: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** The absolute path of the file that was read, or null. */
   readonly configPath: string | null;
+}
+
+/** Retention of finished jobs (CONTRACT §9, docs/retention.md). */
+export interface RetentionConfig {
+  /**
+   * A job terminal for longer than this many days is deleted with its
+   * attempts and events, and its idempotency key can be used again.
+   * Fractions allowed. Default 30.
+   */
+  readonly finishedJobsDays: number;
 }
 
 /** Options of {@link loadConfig}. */
@@ -108,6 +128,11 @@ export const CONFIG_FILE_SCHEMA = {
     host: { type: 'string', minLength: 1 },
     bodyLimitBytes: { type: 'integer', minimum: 1 },
     chatMaxWaitMs: { type: 'integer', minimum: 1, maximum: 3_600_000 },
+    retention: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { finishedJobsDays: { type: 'number', exclusiveMinimum: 0, maximum: 36_500 } },
+    },
     apiKeys: {
       type: 'object',
       propertyNames: { pattern: '^[!-~]+$' },
@@ -249,6 +274,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     host?: string;
     bodyLimitBytes?: number;
     chatMaxWaitMs?: number;
+    retention?: { finishedJobsDays?: number };
     apiKeys?: Record<string, string>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -319,10 +345,16 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     port = Number(env.PORT);
   }
 
+  const hostFromEnv = env.HOST !== undefined && env.HOST.trim() !== '' ? env.HOST.trim() : undefined;
+  if (hostFromEnv !== undefined && !/^[!-~]+$/.test(hostFromEnv)) throw invalid('HOST', [`must be an address such as 127.0.0.1 or ::, got ${JSON.stringify(env.HOST)}`]);
+  const host = hostFromEnv ?? file.host;
+
   return {
     databaseUrl,
     port,
-    host: file.host ?? '0.0.0.0',
+    host: host ?? DEFAULT_HOST,
+    hostConfigured: host !== undefined,
+    retention: { finishedJobsDays: file.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     apiKeys,
@@ -345,6 +377,7 @@ export function defineConfig(partial: {
   host?: string;
   bodyLimitBytes?: number;
   chatMaxWaitMs?: number;
+  retention?: Partial<RetentionConfig>;
   apiKeys?: Record<string, string>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -361,7 +394,9 @@ export function defineConfig(partial: {
   return {
     databaseUrl: partial.databaseUrl ?? DEFAULT_DATABASE_URL,
     port: partial.port ?? DEFAULT_PORT,
-    host: partial.host ?? '0.0.0.0',
+    host: partial.host ?? DEFAULT_HOST,
+    hostConfigured: partial.host !== undefined,
+    retention: { finishedJobsDays: partial.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     apiKeys: { ...(partial.apiKeys ?? {}) },

@@ -122,7 +122,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   const ctx: AppContext = {
     store,
     config,
-    metrics: options.metrics ?? createMetrics(),
+    metrics: options.metrics ?? createMetrics({ countInDoubt: () => options.store.countAttemptsInDoubt() }),
     clock: options.clock ?? systemClock,
     waitRecheckMs: options.waitRecheckMs ?? 1000,
     closing: closing.signal,

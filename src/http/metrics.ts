@@ -4,7 +4,9 @@
  * {@link createMetrics} returns a small {@link Metrics} object on its own
  * registry, so two apps in one test process do not collide. The HTTP layer
  * counts what it sees; the executor increments the same object (attempt
- * outcomes, races lost, attempts in doubt, provider latency).
+ * outcomes, races lost, provider latency). State that other processes change
+ * too (attempts in doubt) is a gauge read from the database at scrape time,
+ * never a counter kept in one process's memory.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
@@ -21,7 +23,12 @@ export interface Metrics {
   readonly attempts: Counter<'state'>;
   /** `onejob_races_lost_total`: successes that lost the completion compare-and-swap (superseded). */
   readonly racesLost: Counter;
-  /** `onejob_attempts_in_doubt`: attempts currently `unknown`, as last observed (set or inc/dec by the executor). */
+  /**
+   * `onejob_attempts_in_doubt`: attempts `unknown` right now, counted in the
+   * database at each scrape (every process's transitions out of doubt
+   * included: resolves, late answers, status look-ups). Without a
+   * `countInDoubt` source it stays at 0.
+   */
   readonly attemptsInDoubt: Gauge;
   /**
    * `onejob_chat_requests_total{outcome,replayed}`: `POST /v1/chat/completions`
@@ -37,6 +44,12 @@ export interface Metrics {
 export interface CreateMetricsOptions {
   /** Also collect Node's process metrics (CPU, memory, event loop). Default true. */
   readonly processMetrics?: boolean;
+  /**
+   * Where `onejob_attempts_in_doubt` comes from at scrape time, e.g.
+   * `() => store.countAttemptsInDoubt()`. When it fails (the database is
+   * down) the gauge keeps its last value and `onejob_metrics_source_errors_total` counts it.
+   */
+  readonly countInDoubt?: (() => Promise<number>) | undefined;
 }
 
 /**
@@ -48,6 +61,8 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
   const registry = new Registry();
   if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'onejob_' });
   const registers = [registry];
+  const countInDoubt = options.countInDoubt;
+  const sourceErrors = new Counter({ name: 'onejob_metrics_source_errors_total', help: 'Scrapes at which a gauge read from the database could not be refreshed (it kept its last value).', registers });
   return {
     registry,
     jobsCreated: new Counter({ name: 'onejob_jobs_created_total', help: 'Jobs created.', labelNames: ['route'], registers }),
@@ -55,7 +70,19 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
     conflicts: new Counter({ name: 'onejob_idempotency_conflicts_total', help: 'Idempotency keys reused with a different request (409 idempotency_key_reused).', registers }),
     attempts: new Counter({ name: 'onejob_attempts_total', help: 'Attempts entering each state.', labelNames: ['state'], registers }),
     racesLost: new Counter({ name: 'onejob_races_lost_total', help: 'Successful attempts that lost the completion compare-and-swap (superseded).', registers }),
-    attemptsInDoubt: new Gauge({ name: 'onejob_attempts_in_doubt', help: 'Attempts currently unknown (in doubt), as last observed.', registers }),
+    attemptsInDoubt: new Gauge({
+      name: 'onejob_attempts_in_doubt',
+      help: 'Attempts currently unknown (in doubt), counted in the database at scrape time.',
+      registers,
+      async collect() {
+        if (!countInDoubt) return;
+        try {
+          this.set(await countInDoubt());
+        } catch {
+          sourceErrors.inc();
+        }
+      },
+    }),
     chatRequests: new Counter({
       name: 'onejob_chat_requests_total',
       help: 'OpenAI-compatible chat completion requests that reached their job, by answer and replay.',

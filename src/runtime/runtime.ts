@@ -4,17 +4,19 @@
  *
  * - providers, built from `config.providers`;
  * - each route's compiled contract (runtime output checks, CONTRACT §5);
- * - each route's certification gate, from the certifications in the
- *   database, refreshed on a timer (a `onejob verify` in another process is
- *   picked up within `refreshMs`).
+ * - each route's certification gate (`route-gates.ts`), decided on the
+ *   database's certifications at each routing decision, so a `onejob verify`
+ *   in any process takes effect on the very next decision of every process.
+ * - the background retention sweep of `serve` and `executor` (CONTRACT §9),
+ *   started with {@link Runtime.startRetention}.
  */
-import { dirname } from 'node:path';
 import type { Logger } from 'pino';
-import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
+import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { OnejobConfig } from '../config/config.ts';
-import { certificationGate, type CertificationView } from '../contracts/certification-gate.ts';
+import { RetentionSweeper, type RetentionSweeperOptions } from './retention-sweeper.ts';
+import { compileRouteContracts, RouteGates } from './route-gates.ts';
 import { checkOutput } from '../contracts/check-output.ts';
-import { compileContract, type CompiledContract } from '../contracts/compile-contract.ts';
+import type { CompiledContract } from '../contracts/compile-contract.ts';
 import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
 import { createProvider } from '../providers/create-provider.ts';
 import type { Provider, ProviderConfig } from '../providers/provider.ts';
@@ -25,8 +27,6 @@ export interface RuntimeOptions {
   readonly config: OnejobConfig;
   readonly store: Store;
   readonly logger?: Logger;
-  /** How often certifications are re-read from the database. Default 10 000 ms. */
-  readonly refreshMs?: number;
 }
 
 /**
@@ -44,9 +44,9 @@ export class Runtime {
   /** Compiled contracts by route name (routes without a contract are absent). */
   readonly contracts: ReadonlyMap<string, CompiledContract>;
   readonly #logger: Logger | undefined;
-  #gates = new Map<string, EligibilityCheck>();
-  #timer: NodeJS.Timeout | null = null;
+  readonly #gates: RouteGates;
   readonly #executors: Executor[] = [];
+  #retention: RetentionSweeper | null = null;
 
   private constructor(o: RuntimeOptions, providers: Map<string, Provider>, contracts: Map<string, CompiledContract>) {
     this.config = o.config;
@@ -54,6 +54,7 @@ export class Runtime {
     this.providers = providers;
     this.contracts = contracts;
     this.#logger = o.logger;
+    this.#gates = new RouteGates(o.config, contracts);
   }
 
   /** Builds providers and compiles contracts; loads certifications. */
@@ -62,38 +63,43 @@ export class Runtime {
     for (const [name, pc] of Object.entries(o.config.providers)) {
       providers.set(name, createProvider(name, pc as unknown as ProviderConfig));
     }
-    const contracts = new Map<string, CompiledContract>();
-    const baseDir = o.config.configPath ? dirname(o.config.configPath) : process.cwd();
-    const compiled = new Map<string, CompiledContract>();
-    for (const [route, rc] of Object.entries(o.config.routes)) {
-      if (!rc.contract) continue;
-      let c = compiled.get(rc.contract);
-      if (!c) {
-        c = await compileContract(rc.contract, o.config.contracts[rc.contract], { baseDir });
-        compiled.set(rc.contract, c);
-      }
-      contracts.set(route, c);
-    }
+    const contracts = await compileRouteContracts(o.config);
     const runtime = new Runtime(o, providers, contracts);
     await runtime.refreshCertifications();
-    runtime.#timer = setInterval(() => void runtime.refreshCertifications().catch((e) => o.logger?.warn({ err: e }, 'certification refresh failed')), o.refreshMs ?? 10_000);
-    runtime.#timer.unref();
     return runtime;
   }
 
-  /** Re-reads certifications and rebuilds every route's gate. */
+  /**
+   * Re-reads certifications for direct calls of a gate (`eligible(route)(p, kind)`
+   * outside the store, e.g. a dashboard). Routing decisions never need it:
+   * the store reads the verdicts itself when it decides.
+   */
   async refreshCertifications(): Promise<void> {
-    const certifications: readonly CertificationView[] = this.contracts.size === 0 ? [] : await this.store.listCertifications();
-    const models = Object.fromEntries(Object.entries(this.config.providers).map(([n, p]) => [n, p.model]));
-    const gates = new Map<string, EligibilityCheck>();
-    for (const [route, rc] of Object.entries(this.config.routes)) {
-      gates.set(route, certificationGate({ certifications, chain: rc.providers, contractFingerprint: this.contracts.get(route)?.fingerprint ?? null, models }));
-    }
-    this.#gates = gates;
+    if (this.#gates.any) this.#gates.remember(await this.store.listCertifications());
   }
 
-  /** The certification gate of `route` (every provider eligible for an unknown route or one without a contract). */
-  readonly eligible = (route: string): EligibilityCheck => this.#gates.get(route) ?? everyProviderEligible;
+  /**
+   * The certification gate of `route` (every provider eligible for an unknown
+   * route or one without a contract). Given to the store, it is decided on
+   * the certifications read in the routing transaction.
+   */
+  readonly eligible = (route: string): EligibilityCheck => this.#gates.eligible(route);
+
+  /**
+   * Starts the background retention sweep (CONTRACT §9) of this process:
+   * one process per database sweeps at a time (a maintenance lease). Stopped
+   * by {@link close}. Returns the sweeper.
+   */
+  startRetention(options: Partial<Omit<RetentionSweeperOptions, 'store'>> = {}): RetentionSweeper {
+    this.#retention ??= new RetentionSweeper({
+      store: this.store,
+      finishedJobsDays: this.config.retention.finishedJobsDays,
+      logger: this.#logger,
+      ...options,
+    });
+    this.#retention.start();
+    return this.#retention;
+  }
 
   /** The run-time contract check of every output. */
   readonly checkOutput: OutputCheck = (route, input, completion) => {
@@ -116,9 +122,9 @@ export class Runtime {
     return executor;
   }
 
-  /** Stops the executors it created, the refresh timer, and the providers' connections. */
+  /** Stops the retention sweep, the executors it created, and the providers' connections. */
   async close(graceMs = 10_000): Promise<void> {
-    if (this.#timer) clearInterval(this.#timer);
+    await this.#retention?.stop();
     await Promise.all(this.#executors.map((e) => e.stop(graceMs)));
     await Promise.all([...this.providers.values()].map((p) => p.close()));
   }

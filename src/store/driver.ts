@@ -15,8 +15,10 @@
  *   stored exactly as given);
  * - every statement filters by `owner_id` where the table has it, except the
  *   executor's cross-owner work queries (`jobListQueuedForUpdate`,
- *   `attemptClaim`, `attemptExtendLeases`, `attemptListLeaseExpired`) and
- *   `eventListAll`, which span owners by design.
+ *   `attemptClaim`, `attemptExtendLeases`, `attemptListLeaseExpired`),
+ *   `eventListAll`, and the operations, admin and retention queries
+ *   (`attemptCountInDoubt`, `jobListAll`, `jobGetAnyOwner`,
+ *   `attemptGetAnyOwner`, `retentionDeleteBatch`), which span owners by design.
  */
 import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, SkippedProvider } from '../core/types.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
@@ -231,6 +233,70 @@ export interface DriverQueries {
   certificationUpsert(row: CertificationRow): Promise<void>;
   /** Every certification, ordered by provider, model, verified_at. */
   certificationList(): Promise<CertificationRow[]>;
+  /**
+   * The verdicts (no reports) of the given providers: the read a routing
+   * decision makes inside its own transaction (an index range of the
+   * primary key, which starts with `provider`).
+   */
+  certificationVerdicts(providers: readonly string[]): Promise<CertificationVerdict[]>;
+
+  // ---- operations and administration (cross-owner by design) ----------------
+
+  /** How many attempts are `unknown` right now (the `attempts_in_doubt` gauge). */
+  attemptCountInDoubt(): Promise<number>;
+  /** Jobs of every owner, newest first (created_at DESC, id DESC): the admin CLI. */
+  jobListAll(params: Omit<JobListParams, 'ownerId'>): Promise<Job[]>;
+  /** The job with this id, whoever owns it (ids are unique across owners), or null. */
+  jobGetAnyOwner(id: string): Promise<Job | null>;
+  /** The attempt with this id, whoever owns it, or null. */
+  attemptGetAnyOwner(id: string): Promise<Attempt | null>;
+
+  // ---- retention (CONTRACT §9, docs/retention.md) ----------------------------
+
+  /**
+   * Takes or renews the named maintenance lease for `holder` until the
+   * database's now + `ttlMs`; true when `holder` holds it afterwards (it was
+   * free, expired, or already `holder`'s).
+   */
+  maintenanceLeaseAcquire(params: MaintenanceLeaseParams): Promise<boolean>;
+  /** Gives the lease up if `holder` holds it. */
+  maintenanceLeaseRelease(params: Omit<MaintenanceLeaseParams, 'ttlMs'>): Promise<void>;
+  /**
+   * Deletes at most `limit` jobs that have been terminal for longer than
+   * `olderThanMs` by the database's clock (oldest first, none with an
+   * attempt still `starting` or `running`), with their attempts and events.
+   * Only inside a transaction.
+   */
+  retentionDeleteBatch(params: RetentionBatchParams): Promise<RetentionBatchResult>;
+}
+
+/** The part of a certification a routing decision reads. */
+export type CertificationVerdict = Pick<CertificationRow, 'provider' | 'model' | 'contractFingerprint' | 'passed'>;
+
+/** Parameters of {@link DriverQueries.maintenanceLeaseAcquire}. */
+export interface MaintenanceLeaseParams {
+  /** The lease's name, e.g. `retention`. */
+  readonly name: string;
+  /** Who takes it (a process-unique id). */
+  readonly holder: string;
+  readonly ttlMs: number;
+}
+
+/** Parameters of {@link DriverQueries.retentionDeleteBatch}. */
+export interface RetentionBatchParams {
+  /** Jobs terminal for longer than this many milliseconds (database clock) go. */
+  readonly olderThanMs: number;
+  /** At most this many jobs. */
+  readonly limit: number;
+}
+
+/** What one {@link DriverQueries.retentionDeleteBatch} deleted. */
+export interface RetentionBatchResult {
+  /** Deleted jobs by their (terminal) state. */
+  readonly jobsByState: Readonly<Partial<Record<'succeeded' | 'failed' | 'cancelled', number>>>;
+  readonly jobs: number;
+  readonly attempts: number;
+  readonly events: number;
 }
 
 /** One database engine behind the store. */

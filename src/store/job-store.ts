@@ -22,11 +22,16 @@ import {
 import { isAttemptActive, isJobTerminal, type AttemptState, type JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, SkippedProvider } from '../core/types.ts';
 import type { CertificationRow, Driver, DriverQueries, EventInsertRow, MigrationResult } from './driver.ts';
+import { isCertificationBound } from './store.ts';
+import type { EligibilityCheck } from '../core/job-rules.ts';
 import type {
   ClaimedAttempt,
   ClaimWorkParams,
   CreateJobParams,
   CreateJobResult,
+  DeleteFinishedJobsParams,
+  DeleteFinishedJobsResult,
+  ListAllJobsParams,
   LeaseRequest,
   ListJobsParams,
   ListJobsResult,
@@ -91,7 +96,7 @@ export class JobStore implements Store {
 
   // ---- jobs ---------------------------------------------------------------
 
-  async createJob(p: CreateJobParams): Promise<CreateJobResult> {
+  async createJob(p: CreateJobParams, round = 1): Promise<CreateJobResult> {
     const metadata = p.metadata ?? null;
     const body = p.metadata === undefined ? { route: p.route, input: p.input } : { route: p.route, input: p.input, metadata: p.metadata };
     const fp = p.fingerprint ?? fingerprintOf(body);
@@ -114,7 +119,8 @@ export class JobStore implements Store {
     }
     const existing = await q.jobGetByKey(p.ownerId, p.idempotencyKey);
     if (!existing) {
-      // Rows are never deleted, so a conflict without a row is a broken invariant.
+      // Retention deleted the (finished) job between our INSERT and this read: the key is free again.
+      if (round < 3) return this.createJob(p, round + 1);
       throw new OnejobError('internal', 'idempotency key conflicted but no job holds it');
     }
     if (existing.fingerprint !== fp) {
@@ -207,8 +213,8 @@ export class JobStore implements Store {
       const attempts = await q.attemptListByJob(p.ownerId, p.jobId);
       const now = this.#clock.now();
       const decision = decideStartAttempt({
-        jobState: job.state, chain: job.providers, attempts, kind: p.kind, provider: p.provider,
-        hedgeAfterMs: p.hedgeAfterMs, now, eligible: p.eligible ?? everyProviderEligible,
+        jobState: job.state, chain: job.providers, attempts, kind: p.kind, provider: p.provider ?? defaultManualProvider(p.kind, job.providers, attempts),
+        hedgeAfterMs: p.hedgeAfterMs, now, eligible: await routingGate(q, p.eligible ?? everyProviderEligible),
       });
       return this.#insertAttempt(q, job, attempts, decision.provider, p.kind, decision.skipped, now, p.lease);
     });
@@ -274,7 +280,7 @@ export class JobStore implements Store {
         events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { actor, error }));
         if (!isJobTerminal(job.state)) {
           const after = attempts.map((a) => (a.id === attempt.id ? { ...a, state: state as AttemptState } : a));
-          const next = decideAfterSettle(job.providers, after, eligible, error);
+          const next = decideAfterSettle(job.providers, after, await routingGate(q, eligible), error);
           if (next.action === 'stay') {
             await q.jobUpdateProgress({ ownerId: p.ownerId, id: job.id, state: next.state, attemptCount: after.length, skipped: job.skipped, updatedAt: now });
           } else if (next.action === 'failover') {
@@ -320,9 +326,12 @@ export class JobStore implements Store {
       }
       if (attempts.length > 0) await q.eventInsert(attempts.map((a) => event(a, a.id, 'attempt.claimed', now, { executor: p.leaseOwner })));
       if (out.length >= p.limit) return out;
+      const gates = new Map<string, EligibilityCheck>();
       for (const job of await q.jobListQueuedForUpdate(p.limit - out.length)) {
         const existing = await q.attemptListByJob(job.ownerId, job.id);
-        const plan = planNextProvider(job.providers, existing, gateOf(job.route), 'first');
+        let gate = gates.get(job.route);
+        if (!gate) gates.set(job.route, (gate = await routingGate(q, gateOf(job.route))));
+        const plan = planNextProvider(job.providers, existing, gate, 'first');
         changed.push(job);
         if (plan.provider === null) {
           const error: RecordedError = { code: 'providers_exhausted', message: 'no provider of the chain is eligible', details: { skipped: plan.skipped } };
@@ -451,6 +460,63 @@ export class JobStore implements Store {
     return this.#driver.queries.certificationList();
   }
 
+  // ---- operations, administration, retention -----------------------------
+
+  countAttemptsInDoubt(): Promise<number> {
+    return this.#driver.queries.attemptCountInDoubt();
+  }
+
+  async listAllJobs(p: ListAllJobsParams): Promise<ListJobsResult> {
+    if (p.ownerId !== undefined) return this.listJobs({ ...p, ownerId: p.ownerId });
+    const limit = p.limit ?? LIST_DEFAULT_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_MAX_LIMIT) {
+      throw new OnejobError('invalid_request', `limit must be an integer from 1 to ${LIST_MAX_LIMIT}`);
+    }
+    const after = p.cursor === undefined ? undefined : decodeCursor(p.cursor);
+    const q = this.#driver.queries;
+    const rows = await q.jobListAll({ state: p.state, limit: limit + 1, after });
+    const page = rows.slice(0, limit);
+    const jobs = await Promise.all(page.map(async (j) => ({ ...j, attempts: await q.attemptListByJob(j.ownerId, j.id) })));
+    const last = page[page.length - 1];
+    return { jobs, nextCursor: rows.length > limit && last ? encodeCursor(last) : null };
+  }
+
+  async findJob(jobId: string): Promise<JobWithAttempts | null> {
+    if (!isPlausibleId(jobId)) return null;
+    const job = await this.#driver.queries.jobGetAnyOwner(jobId);
+    return job && { ...job, attempts: await this.#driver.queries.attemptListByJob(job.ownerId, job.id) };
+  }
+
+  async findAttempt(attemptId: string): Promise<Attempt | null> {
+    if (!isPlausibleId(attemptId)) return null;
+    return this.#driver.queries.attemptGetAnyOwner(attemptId);
+  }
+
+  tryMaintenanceLease(p: { name: string; holder: string; ttlMs: number }): Promise<boolean> {
+    return this.#driver.queries.maintenanceLeaseAcquire(p);
+  }
+
+  releaseMaintenanceLease(p: { name: string; holder: string }): Promise<void> {
+    return this.#driver.queries.maintenanceLeaseRelease(p);
+  }
+
+  async deleteFinishedJobs(p: DeleteFinishedJobsParams): Promise<DeleteFinishedJobsResult> {
+    if (!Number.isFinite(p.olderThanMs) || p.olderThanMs < 0) throw new OnejobError('invalid_request', 'olderThanMs must be a number of milliseconds ≥ 0');
+    const limit = p.batchSize ?? 500;
+    const total = { jobs: 0, attempts: 0, events: 0, batches: 0, jobsByState: {} as Record<string, number> };
+    while (p.maxBatches === undefined || total.batches < p.maxBatches) {
+      if (total.batches > 0 && p.beforeBatch && !(await p.beforeBatch())) break;
+      const batch = await this.#driver.transaction((q) => q.retentionDeleteBatch({ olderThanMs: p.olderThanMs, limit }));
+      total.batches++;
+      total.jobs += batch.jobs;
+      total.attempts += batch.attempts;
+      total.events += batch.events;
+      for (const [state, n] of Object.entries(batch.jobsByState)) total.jobsByState[state] = (total.jobsByState[state] ?? 0) + (n ?? 0);
+      if (batch.jobs < limit) break;
+    }
+    return total;
+  }
+
   // ---- internals ----------------------------------------------------------
 
   async #lockJob(q: DriverQueries, ownerId: string, jobId: string): Promise<Job> {
@@ -526,6 +592,28 @@ export class JobStore implements Store {
         }
       });
   }
+}
+
+/**
+ * The gate of one routing decision: a {@link CertificationBoundCheck} is
+ * decided on the verdicts read now, in the deciding transaction `q`; any
+ * other check as it is.
+ */
+async function routingGate(q: DriverQueries, check: EligibilityCheck): Promise<EligibilityCheck> {
+  if (!isCertificationBound(check)) return check;
+  return check.withVerdicts(await q.certificationVerdicts(check.certificationProviders));
+}
+
+/**
+ * The default provider of a manual attempt (CONTRACT §3): the first of the
+ * chain that has no attempt yet, whatever its certification (an uncertified
+ * one is refused, not skipped); undefined when every provider has one (then
+ * `chain_exhausted`) and for automatic kinds, which skip what they may not use.
+ */
+function defaultManualProvider(kind: AttemptKind, chain: readonly string[], attempts: readonly Attempt[]): string | undefined {
+  if (kind !== 'manual') return undefined;
+  const tried = new Set(attempts.map((a) => a.provider));
+  return chain.find((provider) => !tried.has(provider));
 }
 
 /**

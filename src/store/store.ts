@@ -9,7 +9,7 @@
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError } from '../core/types.ts';
-import type { CertificationRow, DriverCapabilities, MigrationResult } from './driver.ts';
+import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult } from './driver.ts';
 
 /** Parameters of {@link Store.createJob}. */
 export interface CreateJobParams {
@@ -121,6 +121,66 @@ export interface ClaimWorkParams {
   readonly eligible?: ((route: string) => EligibilityCheck) | undefined;
 }
 
+/**
+ * An eligibility check decided on the database's certifications at each
+ * routing decision (CONTRACT §5: a verification, passed or failed, takes
+ * effect on the next routing decision of every process).
+ *
+ * Called directly it answers from the verdicts it saw last. The store instead
+ * reads the verdicts of `certificationProviders` inside the transaction that
+ * decides (the same snapshot as the job it routes) and decides with
+ * `withVerdicts(verdicts)`. Build one with {@link certificationBound}.
+ */
+export interface CertificationBoundCheck extends EligibilityCheck {
+  /** The providers whose verdicts the decision needs (the route's chain). */
+  readonly certificationProviders: readonly string[];
+  /** The check for these verdicts, read just now. */
+  readonly withVerdicts: (verdicts: readonly CertificationVerdict[]) => EligibilityCheck;
+}
+
+/**
+ * Makes a {@link CertificationBoundCheck}: `current` answers direct calls,
+ * `withVerdicts` the store's routing decisions.
+ *
+ * @example certificationBound(route.providers, (v) => certificationGate({ certifications: v, … }), lastKnownGate)
+ */
+export function certificationBound(
+  providers: readonly string[],
+  withVerdicts: (verdicts: readonly CertificationVerdict[]) => EligibilityCheck,
+  current: EligibilityCheck,
+): CertificationBoundCheck {
+  const check: EligibilityCheck = (provider, kind) => current(provider, kind);
+  return Object.assign(check, { certificationProviders: [...providers], withVerdicts });
+}
+
+/** Whether `check` wants the database's verdicts at decision time. */
+export function isCertificationBound(check: EligibilityCheck): check is CertificationBoundCheck {
+  return typeof (check as Partial<CertificationBoundCheck>).withVerdicts === 'function';
+}
+
+/** Parameters of {@link Store.listAllJobs}: {@link ListJobsParams} across owners, `ownerId` narrowing. */
+export interface ListAllJobsParams extends Omit<ListJobsParams, 'ownerId'> {
+  /** Only this owner's jobs (optional: the admin command line spans owners). */
+  readonly ownerId?: string | undefined;
+}
+
+/** Parameters of {@link Store.deleteFinishedJobs}. */
+export interface DeleteFinishedJobsParams {
+  /** Jobs terminal for longer than this (database clock) are deleted. */
+  readonly olderThanMs: number;
+  /** Jobs per batch (one short transaction each). Default 500. */
+  readonly batchSize?: number | undefined;
+  /** Stop after this many batches (the rest waits for the next sweep). Default: until none is left. */
+  readonly maxBatches?: number | undefined;
+  /** Called before each batch after the first; return false to stop (e.g. the maintenance lease was lost). */
+  readonly beforeBatch?: (() => Promise<boolean>) | undefined;
+}
+
+/** What {@link Store.deleteFinishedJobs} deleted. */
+export interface DeleteFinishedJobsResult extends RetentionBatchResult {
+  readonly batches: number;
+}
+
 /** The store's public surface. */
 export interface Store {
   readonly capabilities: DriverCapabilities;
@@ -214,4 +274,26 @@ export interface Store {
   recordCertification(row: CertificationRow): Promise<void>;
   /** Every recorded certification (the certification gate reads them). */
   listCertifications(): Promise<readonly CertificationRow[]>;
+
+  // ---- operations, administration, retention -----------------------------
+
+  /** How many attempts are `unknown` now, read from the database (the `attempts_in_doubt` gauge). */
+  countAttemptsInDoubt(): Promise<number>;
+  /** Jobs of every owner (or of `ownerId`), newest first: the admin command line. @throws OnejobError `invalid_request` for a bad cursor or limit. */
+  listAllJobs(params: ListAllJobsParams): Promise<ListJobsResult>;
+  /** The job with this id, whoever owns it, with its attempts; or null. */
+  findJob(jobId: string): Promise<JobWithAttempts | null>;
+  /** The attempt with this id, whoever owns it; or null. */
+  findAttempt(attemptId: string): Promise<Attempt | null>;
+  /** Takes or renews a named maintenance lease (one holder per database); true when held. */
+  tryMaintenanceLease(params: { name: string; holder: string; ttlMs: number }): Promise<boolean>;
+  /** Gives a maintenance lease up (no-op unless `holder` holds it). */
+  releaseMaintenanceLease(params: { name: string; holder: string }): Promise<void>;
+  /**
+   * Retention (CONTRACT §9): deletes jobs terminal for longer than
+   * `olderThanMs` with their attempts and events, in bounded batches (one
+   * transaction each). Never a queued, running or unknown job, nor one with
+   * an attempt still in flight. Their idempotency keys are free again.
+   */
+  deleteFinishedJobs(params: DeleteFinishedJobsParams): Promise<DeleteFinishedJobsResult>;
 }

@@ -69,7 +69,7 @@ for (const db of TEST_DATABASES) {
 
       const list = await onejob(['jobs', 'list', '--owner', 'alice'], env);
       expect(list.code, list.stderr).toBe(0);
-      expect(list.stdout).toMatch(/^JOB\s+STATE\s+ROUTE/);
+      expect(list.stdout).toMatch(/^JOB\s+OWNER\s+STATE\s+ROUTE/);
       expect(list.stdout).toContain(job.id);
       expect(list.stdout.trim().split('\n')).toHaveLength(2);
 
@@ -88,6 +88,35 @@ for (const db of TEST_DATABASES) {
       // Another owner's job is not found.
       expectOneLineError(await onejob(['jobs', 'show', job.id, '--owner', 'bob'], env), 4, /no job/);
     });
+
+    it('jobs list|show and attempts resolve work across owners; --owner only narrows', async () => {
+      const { job: carol } = await store.createJob({ ownerId: 'carol', idempotencyKey: 'x-1', route: 'summarize', input: 'c', providers: ['p1', 'p2'] });
+      const { job: dave } = await store.createJob({ ownerId: 'dave', idempotencyKey: 'x-1', route: 'summarize', input: 'd', providers: ['p1'] });
+
+      const all = await onejob(['jobs', 'list', '--json', '--limit', '200'], env);
+      expect(all.code, all.stderr).toBe(0);
+      const ids = (JSON.parse(all.stdout) as { data: { id: string }[] }).data.map((j) => j.id);
+      expect(ids).toContain(carol.id);
+      expect(ids).toContain(dave.id);
+      expect(ids.indexOf(dave.id)).toBeLessThan(ids.indexOf(carol.id)); // newest first
+      const narrowed = await onejob(['jobs', 'list', '--owner', 'carol', '--json'], env);
+      expect((JSON.parse(narrowed.stdout) as { data: { id: string }[] }).data.map((j) => j.id)).toEqual([carol.id]);
+      // A page across owners continues with its cursor.
+      const first = JSON.parse((await onejob(['jobs', 'list', '--limit', '1', '--json'], env)).stdout) as { data: { id: string }[]; next_cursor: string | null };
+      expect(first.data.map((j) => j.id)).toEqual([ids[0]]);
+      expect(first.next_cursor).not.toBeNull();
+
+      const show = await onejob(['jobs', 'show', carol.id, '--json'], env);
+      expect(show.code, show.stderr).toBe(0);
+      expect(JSON.parse(show.stdout)).toMatchObject({ id: carol.id, owner: 'carol', input: 'c' });
+
+      const attempt = await store.startAttempt({ ownerId: 'carol', jobId: carol.id, kind: 'manual', hedgeAfterMs: null });
+      expectOneLineError(await onejob(['attempts', 'resolve', attempt.id, '--owner', 'dave', '--state', 'cancelled'], env), 4, /not found/);
+      const resolved = await onejob(['attempts', 'resolve', attempt.id, '--state', 'failed', '--json'], env);
+      expect(resolved.code, resolved.stderr).toBe(0);
+      expect(JSON.parse(resolved.stdout)).toMatchObject({ id: attempt.id, state: 'failed', job: { id: carol.id, state: 'running' } });
+      expect((await store.getAttempt('carol', attempt.id))?.state).toBe('failed');
+    }, 180_000);
 
     it('attempts resolve: failed moves the job on, succeeded wins, a second resolve is a conflict', async () => {
       const { job } = await store.createJob({ ownerId: 'alice', idempotencyKey: 'cli-2', route: 'summarize', input: 2, providers: ['p1', 'p2'] });
@@ -109,7 +138,6 @@ for (const db of TEST_DATABASES) {
     });
 
     it('bad input: non-zero exit and one line on stderr', async () => {
-      expectOneLineError(await onejob(['jobs', 'list'], env), 2, /--owner/);
       expectOneLineError(await onejob(['jobs', 'list', '--owner', 'a', '--limit', '500'], env), 2, /--limit/);
       expectOneLineError(await onejob(['jobs', 'list', '--owner', 'a', '--state', 'done'], env), 2, /Allowed choices/);
       expectOneLineError(await onejob(['jobs', 'list', '--owner', 'a', '--cursor', 'garbage!!'], env), 2, /cursor/);

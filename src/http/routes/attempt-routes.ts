@@ -62,7 +62,7 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       tags: ['attempts'],
       summary: 'Start an attempt (manual fallback)',
       description:
-        'Starts a new attempt on `provider`, or on the next provider of the chain. Refused with 422 `provider_unknown`, then 409 `attempt_in_doubt`, `attempt_in_flight`, `job_finished`, `provider_not_certified` (or `chain_exhausted`), in that order.',
+        'Starts a new attempt on `provider`, or by default on the first provider of the chain that has no attempt yet. Refused with 422 `provider_unknown`, then 409 `attempt_in_doubt`, `attempt_in_flight`, `job_finished`, `provider_not_certified` (that provider has not passed the route contract; it is refused, not skipped), in that order; `chain_exhausted` when every provider of the chain has an attempt.',
       security: bearerSecurity,
       params: idParams,
       body: startAttemptBody,
@@ -121,7 +121,10 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       if (body.state === 'succeeded') outcome = { state: 'succeeded', result: body.result };
       else if (body.state === 'failed') outcome = { state: 'failed', error: resolutionError(body.error, 'failed') };
       else outcome = { state: 'cancelled', error: body.error === undefined ? undefined : resolutionError(body.error, 'cancelled') };
-      const settled = await store.settleAttempt({ ownerId: request.owner, attemptId, outcome, actor: 'api' });
+      // A failed or cancelled resolution may fail over: through the route's certification gate, as any failover.
+      const found = await store.getAttempt(request.owner, attemptId);
+      const route = found ? (await store.getJob(request.owner, found.jobId))?.route : undefined;
+      const settled = await store.settleAttempt({ ownerId: request.owner, attemptId, outcome, actor: 'api', eligible: route === undefined ? undefined : ctx.eligible(route) });
       bindLog(request, reply, { job_id: settled.job.id });
       metrics.attempts.inc({ state: settled.attempt.state });
       if (settled.failover) metrics.attempts.inc({ state: settled.failover.state });

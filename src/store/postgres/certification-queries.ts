@@ -1,7 +1,7 @@
 /**
  * Named SQL of the `certifications` table (PostgreSQL).
  */
-import type { CertificationRow } from '../driver.ts';
+import type { CertificationRow, CertificationVerdict } from '../driver.ts';
 import type { Queryable } from './queryable.ts';
 
 /** The statements of this file, by name. */
@@ -16,6 +16,11 @@ ON CONFLICT (provider, model, contract_fingerprint) DO UPDATE SET
   list: {
     name: 'onejob_certification_list',
     text: `SELECT provider, model, contract_fingerprint, route, passed, report, verified_at FROM certifications ORDER BY provider, model, verified_at`,
+  },
+  // A routing decision's read: the primary key's leading column, no report.
+  verdicts: {
+    name: 'onejob_certification_verdicts',
+    text: `SELECT provider, model, contract_fingerprint, passed FROM certifications WHERE provider = ANY($1::text[])`,
   },
 } as const;
 
@@ -49,4 +54,11 @@ export async function certificationList(db: Queryable): Promise<CertificationRow
     report: row.report,
     verifiedAt: new Date(row.verified_at),
   }));
+}
+
+/** See {@link DriverQueries.certificationVerdicts}. */
+export async function certificationVerdicts(db: Queryable, providers: readonly string[]): Promise<CertificationVerdict[]> {
+  if (providers.length === 0) return [];
+  const res = await db.query<Pick<CertificationDbRow, 'provider' | 'model' | 'contract_fingerprint' | 'passed'>>({ ...CERTIFICATION_SQL.verdicts, values: [providers] });
+  return res.rows.map((row) => ({ provider: row.provider, model: row.model, contractFingerprint: row.contract_fingerprint, passed: row.passed }));
 }

@@ -18,10 +18,12 @@ import type { CustomTypesConfig, PoolClient, QueryConfig, QueryResult, QueryResu
 import { OnejobError } from '../../core/errors.ts';
 import type { Driver, DriverCapabilities, DriverQueries, MigrationResult } from '../driver.ts';
 import { loadMigrations, MIGRATIONS_DIR } from '../migration-files.ts';
+import * as admin from './admin-queries.ts';
 import * as attempts from './attempt-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
+import * as retention from './retention-queries.ts';
 import { JobInsertBatcher } from './job-insert-batcher.ts';
 import { attemptListByJobBatcher, jobGetByKeyBatcher } from './read-batcher.ts';
 import type { Queryable } from './queryable.ts';
@@ -152,6 +154,14 @@ function queriesOn(db: Queryable): DriverQueries {
     eventListAll: (afterId, limit) => events.eventListAll(db, afterId, limit),
     certificationUpsert: (row) => certifications.certificationUpsert(db, row),
     certificationList: () => certifications.certificationList(db),
+    certificationVerdicts: (providers) => certifications.certificationVerdicts(db, providers),
+    attemptCountInDoubt: () => admin.attemptCountInDoubt(db),
+    jobListAll: (params) => admin.jobListAll(db, params),
+    jobGetAnyOwner: (id) => admin.jobGetAnyOwner(db, id),
+    attemptGetAnyOwner: (id) => admin.attemptGetAnyOwner(db, id),
+    maintenanceLeaseAcquire: (params) => retention.maintenanceLeaseAcquire(db, params),
+    maintenanceLeaseRelease: (params) => retention.maintenanceLeaseRelease(db, params),
+    retentionDeleteBatch: (params) => retention.retentionDeleteBatch(db, params),
   };
 }
 

@@ -2,7 +2,7 @@
  * Named SQL for the `certifications` table (SQLite), with the row mapping
  * both ways (parameters out, domain rows in).
  */
-import type { CertificationRow } from '../driver.ts';
+import type { CertificationRow, CertificationVerdict } from '../driver.ts';
 
 export const CERTIFICATION_UPSERT = `
 INSERT INTO certifications (provider, model, contract_fingerprint, route, passed, report, verified_at)
@@ -11,6 +11,15 @@ ON CONFLICT (provider, model, contract_fingerprint) DO UPDATE SET
   route = excluded.route, passed = excluded.passed, report = excluded.report, verified_at = excluded.verified_at`;
 
 export const CERTIFICATION_LIST = `SELECT * FROM certifications ORDER BY provider, model, verified_at`;
+
+/** A routing decision's read: the primary key's leading column, no report. */
+export const CERTIFICATION_VERDICTS = `
+SELECT provider, model, contract_fingerprint, passed FROM certifications WHERE provider IN (SELECT value FROM json_each(?))`;
+
+/** A row of {@link CERTIFICATION_VERDICTS} as a domain record. */
+export function toVerdict(row: Record<string, unknown>): CertificationVerdict {
+  return { provider: String(row.provider), model: String(row.model), contractFingerprint: String(row.contract_fingerprint), passed: Number(row.passed) === 1 };
+}
 
 /** The named parameters of {@link CERTIFICATION_UPSERT} for `r`. */
 export function certificationParams(r: CertificationRow): Record<string, unknown> {

@@ -30,7 +30,9 @@ import type {
 } from '../driver.ts';
 import { loadMigrations } from '../migration-files.ts';
 import * as A from './attempt-queries.ts';
+import * as AD from './admin-queries.ts';
 import * as C from './certification-queries.ts';
+import * as R from './retention-queries.ts';
 import * as E from './event-queries.ts';
 import * as J from './job-queries.ts';
 
@@ -359,6 +361,28 @@ class SqliteDriver implements Driver {
       eventListAll: async (afterId, limit) => (await all(E.EVENT_LIST_ALL, afterId, limit)).map(toEvent),
       certificationUpsert: async (row) => void (await run(C.CERTIFICATION_UPSERT, C.certificationParams(row))),
       certificationList: async () => (await all(C.CERTIFICATION_LIST)).map(C.toCertification),
+      certificationVerdicts: async (providers) => (providers.length === 0 ? [] : (await all(C.CERTIFICATION_VERDICTS, json(providers))).map(C.toVerdict)),
+
+      attemptCountInDoubt: async () => Number((await get(AD.ATTEMPT_COUNT_IN_DOUBT))?.n ?? 0),
+      jobListAll: async (p) =>
+        (await all(AD.JOB_LIST_ALL, {
+          state: p.state ?? null, limit: p.limit, afterCreatedAt: p.after ? p.after.createdAt.getTime() : null, afterId: p.after?.id ?? null,
+        })).map(toJob),
+      jobGetAnyOwner: async (id) => mapOne(await get(AD.JOB_GET_ANY_OWNER, id), toJob),
+      attemptGetAnyOwner: async (id) => mapOne(await get(AD.ATTEMPT_GET_ANY_OWNER, id), toAttempt),
+
+      maintenanceLeaseAcquire: async (p) => (await get(R.MAINTENANCE_LEASE_ACQUIRE, { name: p.name, holder: p.holder, ttlMs: p.ttlMs })) !== undefined,
+      maintenanceLeaseRelease: async (p) => void (await run(R.MAINTENANCE_LEASE_RELEASE, p.name, p.holder)),
+      retentionDeleteBatch: async (p) => {
+        const cutoff = Number((await get(R.RETENTION_CUTOFF, { olderThanMs: p.olderThanMs }))!.cutoff);
+        const args = { cutoff, limit: p.limit };
+        const jobsByState: Record<string, number> = {};
+        for (const r of await all(R.RETENTION_COUNT, args)) jobsByState[String(r.state)] = Number(r.n);
+        const events = await run(R.RETENTION_DELETE_EVENTS, args);
+        const attempts = await run(R.RETENTION_DELETE_ATTEMPTS, args);
+        const jobs = await run(R.RETENTION_DELETE_JOBS, args);
+        return { jobsByState, jobs, attempts, events };
+      },
     };
   }
 }
