@@ -119,7 +119,9 @@ export function isConnectionError(e: unknown): boolean {
 const RETRYABLE_TX_SQLSTATES = new Set(['40001', '40P01', '55P03']);
 
 function isRetryableTransactionError(e: unknown): boolean {
-  return e instanceof Error && RETRYABLE_TX_SQLSTATES.has((e as { code?: string }).code ?? '');
+  // Statements inside a transaction come back already mapped: look at what is underneath.
+  const raw = e instanceof OnejobError ? e.cause : e;
+  return raw instanceof Error && RETRYABLE_TX_SQLSTATES.has((raw as { code?: string }).code ?? '');
 }
 
 /** `host:port/database` of a connection string, never its password. */
@@ -253,7 +255,11 @@ export class PostgresDriver implements Driver {
    */
   #mapError(e: unknown): unknown {
     if (e instanceof OnejobError) return e;
-    return isTransientDatabaseError(e) ? this.#unavailable(e) : e;
+    if (isConnectionFailure(e)) return this.#unavailable(e);
+    if (isTransientDatabaseError(e)) {
+      return new OnejobError('database_unavailable', `PostgreSQL at ${this.#target} could not complete the statement now: ${errorMessage(e)}`, { cause: e });
+    }
+    return e;
   }
 
   /** Refuses at once when too many callers already wait for a pooled connection (backpressure). */
