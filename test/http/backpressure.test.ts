@@ -64,6 +64,15 @@ async function load(baseUrl: string, fault: () => Promise<void>): Promise<{ answ
   return { answers, peakHeapMb, baseHeapMb };
 }
 
+/** With ONEJOB_TEST_FIGURES=1, one line of figures per run (for notes; nothing is asserted on them). */
+function figures(name: string, answers: readonly Answer[], heap?: { peakHeapMb: number; baseHeapMb: number }): void {
+  if (process.env.ONEJOB_TEST_FIGURES !== '1') return;
+  const by: Record<number, number> = {};
+  for (const a of answers) by[a.status] = (by[a.status] ?? 0) + 1;
+  const mem = heap ? `, heap ${heap.baseHeapMb.toFixed(0)} → peak ${heap.peakHeapMb.toFixed(0)} MiB` : '';
+  process.stderr.write(`[figures] ${name}: ${JSON.stringify(by)}${mem}\n`);
+}
+
 function checkAnswers(answers: readonly Answer[]): { created: Answer[]; unavailable: Answer[] } {
   expect(answers).toHaveLength(REQUESTS);
   const bad = answers.filter((a) => !(a.status < 500 || a.status === 503));
@@ -116,6 +125,7 @@ describe('backpressure', () => {
       proxy.cutAll();
       proxy.heal();
     });
+    figures('postgres stall', answers, { peakHeapMb, baseHeapMb });
     const { created, unavailable } = checkAnswers(answers);
     expect(unavailable.length).toBeGreaterThan(0);
     expect(created.length).toBeGreaterThan(0);
@@ -154,6 +164,7 @@ describe('backpressure', () => {
       other.exec('COMMIT');
       other.close();
     });
+    figures('sqlite locked', answers);
     const { created, unavailable } = checkAnswers(answers);
     expect(unavailable.length).toBeGreaterThan(0);
     for (const a of created) {
