@@ -7,6 +7,11 @@
  * Pure: {@link checkRun} takes a {@link CheckInput} and returns a report, so
  * it is unit-tested on synthetic histories (test/chaos/checker.test.ts) with
  * one planted violation of each kind.
+ *
+ * Besides safety (nothing duplicated, lost, changed or executed twice) it
+ * checks liveness when given {@link CheckInput.liveness}: after the faults
+ * stopped, every job is terminal or `unknown` within its deadlines, and no
+ * attempt is `starting`/`running` without a live lease.
  */
 import canonicalizeImport from 'canonicalize';
 import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from './records.ts';
@@ -37,6 +42,10 @@ export const VIOLATION_KINDS = [
   'timeout_failed',
   /** Another owner's job was readable. */
   'cross_owner',
+  /** Liveness: after the faults stopped, a job was still `queued`/`running` past its deadlines. */
+  'stuck_job',
+  /** Liveness: an attempt `starting`/`running` that no live lease covers (and no rescuer took over). */
+  'ownerless_attempt',
 ] as const;
 export type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
@@ -405,6 +414,45 @@ export function checkRun(input: CheckInput): CheckReport {
     const failedByApi = (eventsByJob.get(a.job_id) ?? []).some((ev) => ev.attempt_id === a.id && ev.type === 'attempt.failed' && ev.data.actor === 'api');
     if (maybeExecuted.length > 0 && !failedByApi) {
       add('timeout_failed', a.job_id, `attempt ${a.id} (#${a.number}) is failed (${code}) but the provider may have executed it (${maybeExecuted.map((c) => `${c.result}${c.status === null ? '' : ` ${c.status}`}`).join(', ')})`, excerptOf(a.job_id, [{ attempt: a, calls: maybeExecuted.map((c) => ({ seq: c.seq, result: c.result, status: c.status, behaviour: c.behaviour })) }]));
+    }
+  }
+
+  // 7. Liveness: after the faults stopped, everything reaches an end, and nothing runs unowned.
+  if (input.liveness !== undefined) {
+    const { boundMs, rescueSlackMs } = input.liveness;
+    const quiet = Date.parse(input.liveness.quietSince);
+    const taken = db.takenAt === undefined ? Number.NaN : Date.parse(db.takenAt);
+    if (Number.isNaN(quiet) || Number.isNaN(taken)) {
+      add('stuck_job', null, `the liveness check has no usable times (quietSince ${input.liveness.quietSince}, snapshot ${db.takenAt ?? 'none'})`, []);
+    } else {
+      note('liveness_window_ms', Math.max(0, taken - quiet));
+      for (const job of db.jobs) {
+        if (job.state !== 'queued' && job.state !== 'running') continue;
+        const created = job.created_at === undefined ? Number.NaN : Date.parse(job.created_at);
+        const since = Number.isNaN(created) ? quiet : Math.max(quiet, created);
+        if (taken - since > boundMs) {
+          const attempts = (attemptsByJob.get(job.id) ?? []).map((a) => ({ id: a.id, number: a.number, state: a.state, lease_owner: a.lease_owner ?? null, lease_expires_at: a.lease_expires_at ?? null }));
+          add('stuck_job', job.id, `job is still ${job.state} ${Math.round((taken - since) / 1000)} s after the faults stopped (or it was created); every job must be terminal or unknown within ${Math.round(boundMs / 1000)} s`, excerptOf(job.id, [{ attempts }]));
+        }
+      }
+      for (const a of db.attempts) {
+        if (a.state !== 'starting' && a.state !== 'running') continue;
+        const owner = a.lease_owner ?? null;
+        const expires = a.lease_expires_at === undefined || a.lease_expires_at === null ? Number.NaN : Date.parse(a.lease_expires_at);
+        const detail = { attempt: a.id, number: a.number, state: a.state, lease_owner: owner, lease_expires_at: a.lease_expires_at ?? null };
+        if (owner === null) {
+          if (a.state === 'running') {
+            add('ownerless_attempt', a.job_id, `attempt ${a.id} (#${a.number}) is running with no lease: nobody will ever settle or rescue it`, excerptOf(a.job_id, [detail]));
+            continue;
+          }
+          // Unclaimed `starting` (a failover, a manual attempt): an executor must claim it in time.
+          const started = a.started_at === undefined ? Number.NaN : Date.parse(a.started_at);
+          const since = Number.isNaN(started) ? quiet : Math.max(quiet, started);
+          if (taken - since > boundMs) add('ownerless_attempt', a.job_id, `attempt ${a.id} (#${a.number}) has waited unclaimed for ${Math.round((taken - since) / 1000)} s after the faults stopped`, excerptOf(a.job_id, [detail]));
+        } else if (!Number.isNaN(expires) && taken - Math.max(expires, quiet) > rescueSlackMs) {
+          add('ownerless_attempt', a.job_id, `attempt ${a.id} (#${a.number}) is ${a.state} under a lease of ${owner} that expired ${Math.round((taken - expires) / 1000)} s before the snapshot and was never rescued`, excerptOf(a.job_id, [detail]));
+        }
+      }
     }
   }
 

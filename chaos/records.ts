@@ -72,6 +72,8 @@ export interface DbJob {
   readonly completed_by: string | null;
   readonly result: unknown;
   readonly error: unknown;
+  /** ISO time (database clock); absent in runs recorded before the liveness check. */
+  readonly created_at?: string;
 }
 
 /** An `attempts` row as the checker needs it. */
@@ -84,6 +86,10 @@ export interface DbAttempt {
   readonly kind: string;
   readonly state: string;
   readonly error: { code?: string } | null;
+  /** ISO times (database clock) and the lease; absent in runs recorded before the liveness check. */
+  readonly started_at?: string;
+  readonly lease_owner?: string | null;
+  readonly lease_expires_at?: string | null;
 }
 
 /** A `job_events` row. */
@@ -113,6 +119,8 @@ export interface ProviderCall {
 
 /** The database, read after the provider logs (so every logged call has its attempt row). */
 export interface DbSnapshot {
+  /** The database's clock when the snapshot was read (ISO), for the liveness check. */
+  readonly takenAt?: string;
   readonly jobs: readonly DbJob[];
   readonly attempts: readonly DbAttempt[];
   readonly events: readonly DbEvent[];
@@ -129,4 +137,20 @@ export interface CheckInput {
   readonly callsAfter: readonly ProviderCall[];
   /** Routes that allow hedges (a second attempt beside a running one). */
   readonly hedgedRoutes: readonly string[];
+  /** The liveness check's inputs; without them it is not run. */
+  readonly liveness?: LivenessInput | undefined;
+}
+
+/** When the faults stopped, and how long a job may take to reach an end after that. */
+export interface LivenessInput {
+  /** The database's clock when the last fault was healed (ISO). */
+  readonly quietSince: string;
+  /**
+   * How long after `max(quietSince, created_at)` every job must be terminal
+   * or `unknown`: its deadlines (provider timeout, lease, rescue interval)
+   * over the whole chain.
+   */
+  readonly boundMs: number;
+  /** How long past its expiry a lease of a `starting`/`running` attempt may wait for the rescuer. */
+  readonly rescueSlackMs: number;
 }

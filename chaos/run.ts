@@ -28,7 +28,7 @@ import { FaultScheduler } from './faults.ts';
 import { failoverTimes, formatFailoverTimes, HaFaultLoop } from './ha-faults.ts';
 import { startPatroniCluster, type PatroniCluster } from './patroni-cluster.ts';
 import { runFuzz, type FuzzReport } from './fuzz.ts';
-import { readDatabase, saveSnapshots } from './snapshot.ts';
+import { readDatabase, readDatabaseNow, saveSnapshots } from './snapshot.ts';
 import { runWorkload } from './workload.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -134,6 +134,11 @@ async function main(): Promise<number> {
     topping = false;
     await topUpLoop;
     await director.heal();
+    // Liveness: from now on every job must reach an end within its deadlines over the whole chain
+    // (provider timeout, lease, the rescuer's 5 s interval, a poll), and no lease may be left to rot.
+    const quietSince = await readDatabaseNow(c.database.url);
+    const quietAt = Date.now();
+    const liveness = { quietSince, boundMs: ROUTES.plain.providers.length * (PROVIDER_TIMEOUT_MS + leaseMs + 5_000) + 2_000, rescueSlackMs: 5_000 + leaseMs };
     // Let late answers and hedges settle (their outcome does not change what must hold).
     await sleep(PROVIDER_TIMEOUT_MS + 2000);
 
@@ -148,15 +153,17 @@ async function main(): Promise<number> {
       log(`fuzz: ${fuzz.requests} requests, ${fuzz.rawCases} raw cases, statuses ${JSON.stringify(fuzz.statuses)}`);
     }
 
+    // The liveness check bites only once its bound has passed since the faults stopped.
+    await sleep(Math.max(0, liveness.boundMs - (Date.now() - quietAt)));
     log('reading provider logs and the database');
     const callsBefore = await director.calls();
     const db = await readDatabase(c.database.url);
     const callsAfter = await director.calls();
     const hedgedRoutes = Object.entries(ROUTES).filter(([, r]) => 'hedgeAfterMs' in r).map(([name]) => name);
-    saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes });
+    saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes, liveness });
     const history = (await import('./snapshot.ts')).loadRun(dir).history;
     const allFaults = [...faults.records, ...(haFaults?.records ?? [])];
-    const report = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes });
+    const report = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, liveness });
     const failovers = haFaults === null ? [] : failoverTimes(history, haFaults.records);
     if (haFaults !== null) writeFileSync(join(dir, 'failovers.json'), JSON.stringify(failovers, null, 2));
     const merged: CheckReport = {

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import type { CheckInput, DbSnapshot, ProviderCall } from './records.ts';
+import type { CheckInput, DbSnapshot, LivenessInput, ProviderCall } from './records.ts';
 
 /** Reads jobs, attempts and events from a onejob PostgreSQL database. */
 export async function readDatabase(url: string): Promise<DbSnapshot> {
@@ -16,11 +16,13 @@ export async function readDatabase(url: string): Promise<DbSnapshot> {
   try {
     // One snapshot of all three tables.
     await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    const jobs = await c.query('SELECT owner_id, id, idempotency_key, route, input, metadata, state, version::int AS version, completed_by, result, error FROM jobs');
-    const attempts = await c.query('SELECT owner_id, id, job_id, number, provider, kind, state, error FROM attempts');
+    const iso = (col: string): string => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${col}`;
+    const now = await c.query<{ taken_at: string }>(`SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS taken_at`);
+    const jobs = await c.query(`SELECT owner_id, id, idempotency_key, route, input, metadata, state, version::int AS version, completed_by, result, error, ${iso('created_at')} FROM jobs`);
+    const attempts = await c.query(`SELECT owner_id, id, job_id, number, provider, kind, state, error, ${iso('started_at')}, lease_owner, ${iso('lease_expires_at')} FROM attempts`);
     const events = await c.query(`SELECT id::int AS id, owner_id, job_id, attempt_id, type, data, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS at FROM job_events ORDER BY id`);
     await c.query('COMMIT');
-    return { jobs: jobs.rows, attempts: attempts.rows, events: events.rows };
+    return { takenAt: now.rows[0]!.taken_at, jobs: jobs.rows, attempts: attempts.rows, events: events.rows };
   } finally {
     await c.end();
   }
@@ -31,12 +33,25 @@ function jsonLines<T>(file: string): T[] {
   return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as T);
 }
 
+/** The database's clock now (ISO), e.g. when the faults stopped. */
+export async function readDatabaseNow(url: string): Promise<string> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  await c.connect();
+  try {
+    const r = await c.query<{ now: string }>(`SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS now`);
+    return r.rows[0]!.now;
+  } finally {
+    await c.end();
+  }
+}
+
 /** Writes the snapshots of a run next to its histories. */
-export function saveSnapshots(dir: string, s: { db: DbSnapshot; callsBefore: readonly ProviderCall[]; callsAfter: readonly ProviderCall[]; hedgedRoutes: readonly string[] }): void {
+export function saveSnapshots(dir: string, s: { db: DbSnapshot; callsBefore: readonly ProviderCall[]; callsAfter: readonly ProviderCall[]; hedgedRoutes: readonly string[]; liveness?: LivenessInput }): void {
   writeFileSync(join(dir, 'db.json'), JSON.stringify(s.db));
   writeFileSync(join(dir, 'calls-before.json'), JSON.stringify(s.callsBefore));
   writeFileSync(join(dir, 'calls-after.json'), JSON.stringify(s.callsAfter));
   writeFileSync(join(dir, 'routes.json'), JSON.stringify({ hedgedRoutes: s.hedgedRoutes }));
+  if (s.liveness) writeFileSync(join(dir, 'liveness.json'), JSON.stringify(s.liveness));
 }
 
 /** Loads everything the checker needs from a run directory. */
@@ -49,5 +64,6 @@ export function loadRun(dir: string): CheckInput {
     callsBefore: read('calls-before.json'),
     callsAfter: read('calls-after.json'),
     hedgedRoutes: read<{ hedgedRoutes: string[] }>('routes.json').hedgedRoutes,
+    liveness: existsSync(join(dir, 'liveness.json')) ? read<LivenessInput>('liveness.json') : undefined,
   };
 }

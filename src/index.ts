@@ -21,6 +21,8 @@ export * from './core/clock.ts';
 export type * from './store/store.ts';
 export { JobStore } from './store/job-store.ts';
 export { openStore, openDriver, DEFAULT_DATABASE_URL } from './store/open-store.ts';
+export { classifyDatabaseError, isTransientDatabaseError } from './store/transient-errors.ts';
+export type { ErrorClass } from './store/transient-errors.ts';
 export { loadConfig, defineConfig } from './config/config.ts';
 export type { OnejobConfig, ProviderConfig as ConfiguredProvider, RouteConfig } from './config/config.ts';
 export { buildApp } from './http/build-app.ts';

@@ -18,6 +18,7 @@ CREATE TABLE public.attempts (
     CONSTRAINT attempts_kind_check CHECK ((kind = ANY (ARRAY['first'::text, 'failover'::text, 'hedge'::text, 'manual'::text]))),
     CONSTRAINT attempts_lease_complete CHECK (((lease_owner IS NULL) = (lease_expires_at IS NULL))),
     CONSTRAINT attempts_number_check CHECK ((number >= 1)),
+    CONSTRAINT attempts_running_has_lease CHECK (((state <> 'running'::text) OR (lease_owner IS NOT NULL))),
     CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'unknown'::text, 'superseded'::text])))
 );
 
@@ -117,6 +118,8 @@ ALTER TABLE ONLY public.onejob_migrations
 CREATE INDEX attempts_claimable_idx ON public.attempts USING btree (started_at) WHERE ((state = 'starting'::text) AND (lease_owner IS NULL));
 
 CREATE INDEX attempts_leased_idx ON public.attempts USING btree (lease_expires_at) WHERE (lease_owner IS NOT NULL);
+
+CREATE INDEX attempts_orphan_idx ON public.attempts USING btree (started_at) WHERE ((state = 'running'::text) AND (lease_owner IS NULL));
 
 CREATE INDEX attempts_unknown_idx ON public.attempts USING btree (started_at) WHERE (state = 'unknown'::text);
 

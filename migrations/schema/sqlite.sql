@@ -1,3 +1,15 @@
+CREATE TRIGGER attempts_running_has_lease_insert BEFORE INSERT ON attempts
+WHEN NEW.state = 'running' AND NEW.lease_owner IS NULL
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: attempts_running_has_lease');
+END;
+
+CREATE TRIGGER attempts_running_has_lease_update BEFORE UPDATE OF state, lease_owner ON attempts
+WHEN NEW.state = 'running' AND NEW.lease_owner IS NULL
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: attempts_running_has_lease');
+END;
+
 CREATE TABLE attempts (
   owner_id         TEXT    NOT NULL,
   id               TEXT    NOT NULL,
@@ -78,6 +90,8 @@ CREATE TABLE onejob_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,
 CREATE INDEX attempts_claimable_idx ON attempts (started_at) WHERE state = 'starting' AND lease_owner IS NULL;
 
 CREATE INDEX attempts_leased_idx ON attempts (lease_expires_at) WHERE lease_owner IS NOT NULL;
+
+CREATE INDEX attempts_orphan_idx ON attempts (started_at) WHERE state = 'running' AND lease_owner IS NULL;
 
 CREATE INDEX attempts_unknown_idx ON attempts (started_at) WHERE state = 'unknown';
 

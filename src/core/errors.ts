@@ -30,6 +30,7 @@ export const ErrorCode = {
   IllegalTransition: 'illegal_transition',
   LeaseLost: 'lease_lost',
   DatabaseUnavailable: 'database_unavailable',
+  Unavailable: 'unavailable',
   ConfigInvalid: 'config_invalid',
   Internal: 'internal',
 } as const;
@@ -45,6 +46,13 @@ export interface ErrorSpec {
   readonly retryable: boolean;
   /** Process exit code for the CLI. */
   readonly exitCode: number;
+  /**
+   * The `code` the HTTP API shows, when it is not the code itself: every
+   * "cannot serve now" cause (`database_unavailable`, a full queue) is the
+   * one contract code `unavailable` (CONTRACT §3), the precise cause kept in
+   * the problem's `reason` member.
+   */
+  readonly apiCode?: ErrorCode;
 }
 
 /** The one table from code to status, title, retryability and exit code. */
@@ -70,7 +78,8 @@ export const ERROR_TABLE: Readonly<Record<ErrorCode, ErrorSpec>> = {
   contract_violation: { status: 502, title: "The provider's output broke the route contract", retryable: false, exitCode: 6 },
   illegal_transition: { status: 409, title: 'Illegal state transition', retryable: false, exitCode: 5 },
   lease_lost: { status: 409, title: 'The executor no longer owns this attempt', retryable: false, exitCode: 5 },
-  database_unavailable: { status: 503, title: 'Database unavailable', retryable: true, exitCode: 3 },
+  database_unavailable: { status: 503, title: 'Database unavailable', retryable: true, exitCode: 3, apiCode: 'unavailable' },
+  unavailable: { status: 503, title: 'Service unavailable, retry later', retryable: true, exitCode: 3 },
   config_invalid: { status: 500, title: 'Invalid configuration', retryable: false, exitCode: 2 },
   internal: { status: 500, title: 'Internal error', retryable: true, exitCode: 1 },
 };

@@ -20,6 +20,17 @@
  *   that much silence, through the same guarded `startAttempt`.
  * - **Crashes.** A dead executor stops renewing; the rescuer (any executor)
  *   moves its `starting`/`running` attempts to `unknown`, never `failed`.
+ * - **A write that fails is tried again.** Recording an answer (settle) or a
+ *   doubt (unknown) that fails transiently (connection lost, server
+ *   restarting, deadlock, `SQLITE_BUSY`, a timeout: `store/transient-errors.ts`)
+ *   is retried with jittered backoff for as long as the lease may still be
+ *   held; only a fenced-out write (`lease_lost`, `attempt_finished`) or a
+ *   lease surely gone gives up. A lease is released only after `unknown` was
+ *   recorded: no attempt is left `running` without an owner.
+ * - **Losers stop billing.** Once a job is decided (won, cancelled), its
+ *   other attempts in flight here are aborted at the provider (the HTTP
+ *   request is cancelled) and end `superseded` (`cancelled`): at once for a
+ *   decision made in this process, at the next heartbeat for another's.
  * - **Wake-ups.** In-process signal and PostgreSQL LISTEN/NOTIFY, with a slow
  *   poll as the fallback.
  *
@@ -30,9 +41,11 @@ import type { Logger } from 'pino';
 import { isOnejobError } from '../core/errors.ts';
 import { newId } from '../core/ids.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
+import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
 import type { NormalizedCompletion, Provider, ProviderOutcome } from '../providers/provider.ts';
 import type { ClaimedAttempt, Store } from '../store/store.ts';
+import { isTransientDatabaseError } from '../store/transient-errors.ts';
 
 /** What a route means to the executor. */
 export interface ExecutorRoute {
@@ -74,6 +87,8 @@ export interface ExecutorOptions {
   readonly concurrency?: number;
   /** How long to keep listening for a late answer after the deadline. Default 60 000 ms. */
   readonly lateAnswerGraceMs?: number;
+  /** First pause before a failed write is tried again (doubling, jittered, at most 2 s). Default 50 ms. */
+  readonly writeRetryBaseMs?: number;
   /**
    * How long after dispatch `running` is recorded, unless the answer came
    * first (then the attempt goes from `starting` straight to its outcome, one
@@ -97,6 +112,10 @@ export interface ExecutorEvents {
   'attempt:unknown': [Attempt, RecordedError];
   'attempt:settled': [Attempt, { state: string; won: boolean; error?: RecordedError }];
   'attempt:lease_lost': [Attempt];
+  /** A write of the attempt failed transiently and will be tried again after `delayMs`. */
+  'attempt:write_retry': [Attempt, { write: 'settle' | 'unknown'; attempt: number; delayMs: number; error: unknown }];
+  /** The database stayed unreachable until the lease was surely gone: the write was given up (the rescuer takes over). */
+  'attempt:write_abandoned': [Attempt, { write: 'settle' | 'unknown'; error: unknown }];
   'attempt:finished': [Attempt, { outcome: ProviderOutcome['kind'] | 'abandoned'; latencyMs: number }];
   'hedge:started': [Attempt];
   'error': [unknown];
@@ -109,6 +128,14 @@ interface InFlight {
   /** True once the lease is gone: no more writes. */
   leaseLost: boolean;
   cancelled: boolean;
+  /** Another attempt decided the job: this one is stopped and recorded `superseded`. */
+  superseded: boolean;
+  /**
+   * `performance.now()` before which the lease surely still holds: the send
+   * time of the claim or of the last renewal that kept it, plus `leaseMs`
+   * (the database set the expiry from its own clock, no earlier).
+   */
+  leaseSureUntil: number;
   readonly done: Promise<void>;
 }
 
@@ -147,6 +174,7 @@ export class Executor {
       rescueEveryMs: options.rescueEveryMs ?? 5_000,
       concurrency: options.concurrency ?? 64,
       lateAnswerGraceMs: options.lateAnswerGraceMs ?? 60_000,
+      writeRetryBaseMs: options.writeRetryBaseMs ?? 50,
       runningMarkDelayMs: options.runningMarkDelayMs ?? 50,
       eligible: options.eligible ?? (() => everyProviderEligible),
       checkOutput: options.checkOutput ?? acceptText,
@@ -166,8 +194,8 @@ export class Executor {
     this.#running = true;
     this.#offWork = await this.#o.store.onWork(() => this.wake());
     this.#offJob = this.#o.store.onJobChanged((ownerId, jobId, state) => {
-      // Cancels made in this process say so; others are noticed by the heartbeat.
-      if (state === 'cancelled') this.#cancelJobFlights(ownerId, jobId);
+      // Decisions made in this process say so at once; others are noticed by the heartbeat.
+      if (state !== undefined && isJobTerminal(state)) this.#stopJobFlights(ownerId, jobId, state);
     });
     this.#timers.push(setInterval(() => void this.#heartbeat(), this.#o.heartbeatMs).unref());
     this.#timers.push(setInterval(() => void this.#rescue(), this.#o.rescueEveryMs).unref());
@@ -216,6 +244,7 @@ export class Executor {
       this.#wakePending = false;
       const room = this.#o.concurrency - this.#inFlight.size;
       let claimed: ClaimedAttempt[] = [];
+      const sentAt = performance.now();
       if (room > 0) {
         try {
           claimed = await this.#o.store.claimWork({ leaseOwner: this.id, leaseMs: this.#o.leaseMs, limit: Math.min(room, 32), eligible: this.#o.eligible });
@@ -223,7 +252,7 @@ export class Executor {
           this.events.emit('error', e);
         }
       }
-      for (const c of claimed) this.#run(c);
+      for (const c of claimed) this.#run(c, sentAt);
       if (claimed.length > 0 && claimed.length >= Math.min(room, 32)) continue;
       if (this.#wakePending) continue;
       await new Promise<void>((resolve) => {
@@ -235,11 +264,15 @@ export class Executor {
 
   // ---- run one attempt -----------------------------------------------------
 
-  #run(c: ClaimedAttempt): void {
+  /** Runs a claimed attempt; `leasedAt` is the `performance.now()` at which its claim was sent. */
+  #run(c: ClaimedAttempt, leasedAt: number): void {
     const abort = new AbortController();
     let resolveDone!: () => void;
     const done = new Promise<void>((r) => (resolveDone = r));
-    const f: InFlight = { attempt: c.attempt, job: c.job, abort, leaseLost: false, cancelled: false, done };
+    const f: InFlight = {
+      attempt: c.attempt, job: c.job, abort, leaseLost: false, cancelled: false, superseded: false,
+      leaseSureUntil: leasedAt + this.#o.leaseMs, done,
+    };
     this.#inFlight.set(c.attempt.id, f);
     this.events.emit('attempt:claimed', c);
     void this.#runAttempt(f)
@@ -265,6 +298,8 @@ export class Executor {
 
     let dispatched = false;
     let inDoubt = false;
+    /** Whether `unknown` was recorded (then, and only then, the lease may be released). */
+    let markedUnknown: Promise<boolean> = Promise.resolve(false);
     let hedgeTimer: NodeJS.Timeout | undefined;
     // One attempt's writes happen in order: every later write waits for `running` to be recorded.
     let runningWrite: Promise<unknown> = Promise.resolve();
@@ -297,7 +332,8 @@ export class Executor {
     const deadline = setTimeout(() => {
       inDoubt = true;
       const reason: RecordedError = { code: 'deadline_exceeded', message: `no answer from ${attempt.provider} within ${provider.timeoutMs} ms` };
-      runningWrite = runningWrite.then(() => this.#markUnknown(f, reason, log));
+      markedUnknown = runningWrite.then(() => this.#markUnknown(f, reason, log));
+      runningWrite = markedUnknown;
       const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
       f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
     }, provider.timeoutMs);
@@ -323,7 +359,7 @@ export class Executor {
       this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
       return;
     }
-    if (!this.#running && !f.cancelled && outcome.kind === 'failure' && outcome.error.code === 'aborted_before_send') {
+    if (!this.#running && !f.cancelled && !f.superseded && outcome.kind === 'failure' && outcome.error.code === 'aborted_before_send') {
       // We stopped it ourselves (shutdown) before anything was sent: not a provider failure.
       // Hand the attempt back unclaimed, still `starting`, for another executor to send.
       await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
@@ -333,6 +369,10 @@ export class Executor {
     }
     if (f.cancelled && outcome.kind !== 'success') {
       await this.#settle(f, { state: 'cancelled', error: { code: 'cancelled', message: 'the job was cancelled' } }, log);
+    } else if (f.superseded && outcome.kind !== 'success') {
+      // Stopped because another attempt won: whatever the provider did, this one can no longer win.
+      const error: RecordedError = { code: 'superseded', message: `another attempt decided the job; the request to ${attempt.provider} was stopped`, details: { stopped_by: 'executor', provider_outcome: outcome.error.code } };
+      await this.#settle(f, { state: 'superseded', error }, log);
     } else if (outcome.kind === 'success') {
       const checked = this.#o.checkOutput(job.route, job.input, outcome.completion);
       if (checked.ok) {
@@ -346,45 +386,87 @@ export class Executor {
       await this.#settle(f, { state: 'failed', error: toRecorded(outcome.error) }, log);
     } else {
       // Ambiguous: the provider may have executed it. Unknown, never failed; nothing more to wait for.
-      if (!inDoubt) await this.#markUnknown(f, toRecorded(outcome.error), log);
-      await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
+      const unknown = inDoubt ? await markedUnknown : await this.#markUnknown(f, toRecorded(outcome.error), log);
+      // Only an attempt recorded unknown gives up its lease: a running one keeps it until the rescuer takes over.
+      if (unknown) await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
     }
     this.events.emit('attempt:finished', attempt, { outcome: outcome.kind, latencyMs });
   }
 
+  /**
+   * Records the attempt's outcome, trying again while the database fails
+   * transiently and the lease may still be held (see {@link #retrying}).
+   */
   async #settle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome'], log: Logger | undefined): Promise<void> {
     const { attempt } = f;
+    let tries = 0;
     try {
-      const r = await this.#o.store.settleAttempt({
-        ownerId: attempt.ownerId, attemptId: attempt.id, outcome,
-        fence: { leaseOwner: this.id, leaseToken: attempt.leaseToken! },
-        eligible: this.#o.eligible(f.job.route),
+      const r = await this.#retrying(f, 'settle', log, () => {
+        tries++;
+        return this.#o.store.settleAttempt({
+          ownerId: attempt.ownerId, attemptId: attempt.id, outcome,
+          fence: { leaseOwner: this.id, leaseToken: attempt.leaseToken! },
+          eligible: this.#o.eligible(f.job.route),
+        });
       });
+      if (r === null) return;
       if (outcome.state === 'succeeded' && !r.won) {
         log?.warn({ winner: r.job.completedBy, job_state: r.job.state }, 'race lost: attempt superseded, its result discarded');
       } else {
-        log?.info({ state: r.attempt.state, failover: r.failover?.provider ?? null }, 'attempt settled');
+        log?.info({ state: r.attempt.state, failover: r.failover?.provider ?? null, tries }, 'attempt settled');
       }
       this.events.emit('attempt:settled', r.attempt, { state: r.attempt.state, won: r.won, error: r.attempt.error ?? undefined });
     } catch (e) {
       if (isOnejobError(e, 'lease_lost')) return this.#loseLease(f, log);
       if (isOnejobError(e, 'attempt_finished')) {
-        // Resolved from outside (an explicit resolve) while we waited; our answer is dropped.
-        log?.warn({ err: e.message }, 'attempt already settled elsewhere; answer dropped');
+        // Resolved from outside (an explicit resolve) while we waited, or, after a retry, our own
+        // earlier try committed although its answer was lost with the connection.
+        log?.warn({ err: e.message, tries }, tries > 1 ? 'attempt already settled (perhaps by an earlier try whose answer was lost)' : 'attempt already settled elsewhere; answer dropped');
         return;
       }
       throw e;
     }
   }
 
-  async #markUnknown(f: InFlight, reason: RecordedError, log: Logger | undefined): Promise<void> {
-    if (f.leaseLost) return;
-    const ok = await this.#o.store
-      .markUnknown({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken!, reason })
-      .catch((e) => (this.events.emit('error', e), false));
+  async #markUnknown(f: InFlight, reason: RecordedError, log: Logger | undefined): Promise<boolean> {
+    if (f.leaseLost) return false;
+    const ok = await this.#retrying(f, 'unknown', log, () =>
+      this.#o.store.markUnknown({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken!, reason }),
+    ).catch((e) => (this.events.emit('error', e), null));
     if (ok) {
       log?.warn({ reason: reason.code }, 'attempt in doubt: unknown');
       this.events.emit('attempt:unknown', f.attempt, reason);
+    }
+    return ok === true;
+  }
+
+  /**
+   * Runs a write of `f`, again after a jittered, doubling pause (from
+   * `writeRetryBaseMs` to 2 s) while it fails transiently, for as long as the
+   * lease may still be held: the heartbeat keeps renewing meanwhile, and each
+   * renewal moves `leaseSureUntil`. Gives up (null) once the lease is surely
+   * gone (its last sure expiry passed by a further lease length) or was
+   * lost; then the rescuer moves the attempt to `unknown`. A permanent error
+   * is thrown at once.
+   */
+  async #retrying<T>(f: InFlight, write: 'settle' | 'unknown', log: Logger | undefined, op: () => Promise<T>): Promise<T | null> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await op();
+      } catch (e) {
+        if (!isTransientDatabaseError(e)) throw e;
+        const left = f.leaseSureUntil + this.#o.leaseMs - performance.now();
+        if (f.leaseLost || left <= 0) {
+          log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable until the lease was surely gone; the rescuer will take the attempt over');
+          this.events.emit('attempt:write_abandoned', f.attempt, { write, error: e });
+          return null;
+        }
+        const ceiling = Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(attempt - 1, 10));
+        const delayMs = Math.min(left, ceiling / 2 + Math.random() * (ceiling / 2));
+        if (attempt === 1 || attempt % 10 === 0) log?.warn({ err: e, write, tries: attempt, retry_in_ms: Math.round(delayMs) }, 'write failed transiently; trying again');
+        this.events.emit('attempt:write_retry', f.attempt, { write, attempt, delayMs, error: e });
+        await new Promise((r) => setTimeout(r, delayMs));
+      }
     }
   }
 
@@ -397,6 +479,7 @@ export class Executor {
 
   async #hedge(f: InFlight, hedgeAfterMs: number, log: Logger | undefined): Promise<void> {
     if (!this.#running || f.leaseLost) return;
+    const sentAt = performance.now();
     try {
       const hedge = await this.#o.store.startAttempt({
         ownerId: f.job.ownerId, jobId: f.job.id, kind: 'hedge', hedgeAfterMs,
@@ -404,7 +487,7 @@ export class Executor {
       });
       log?.info({ hedge: hedge.id, hedge_provider: hedge.provider }, 'hedge started');
       this.events.emit('hedge:started', hedge);
-      this.#run({ attempt: hedge, job: f.job });
+      this.#run({ attempt: hedge, job: f.job }, sentAt);
     } catch (e) {
       if (isOnejobError(e)) log?.debug({ code: e.code }, 'no hedge');
       else this.events.emit('error', e);
@@ -417,17 +500,23 @@ export class Executor {
     const flights = [...this.#inFlight.values()].filter((f) => !f.leaseLost);
     if (flights.length === 0) return;
     try {
+      const sentAt = performance.now();
       const held = new Set(await this.#o.store.extendLeases({ leaseOwner: this.id, leaseTokens: flights.map((f) => f.attempt.leaseToken!), leaseMs: this.#o.leaseMs }));
       for (const f of flights) {
-        if (!held.has(f.attempt.leaseToken!) && this.#inFlight.has(f.attempt.id)) {
+        if (held.has(f.attempt.leaseToken!)) {
+          f.leaseSureUntil = sentAt + this.#o.leaseMs;
+        } else if (this.#inFlight.has(f.attempt.id)) {
           this.#loseLease(f, this.#o.logger?.child({ job_id: f.job.id, attempt_id: f.attempt.id }));
           f.abort.abort(new Error('lease lost'));
         }
       }
-      // A job cancelled through another process: stop its requests here too.
-      const watched = flights.filter((f) => !f.leaseLost && !f.cancelled);
+      // A job decided through another process (won, cancelled): stop its requests here too.
+      const watched = flights.filter((f) => !f.leaseLost && !f.cancelled && !f.superseded);
       const states = await this.#o.store.getJobStates(watched.map((f) => ({ ownerId: f.job.ownerId, jobId: f.job.id })));
-      for (const f of watched) if (states.get(f.job.id) === 'cancelled') this.#cancelFlight(f);
+      for (const f of watched) {
+        const state = states.get(f.job.id);
+        if (state !== undefined && isJobTerminal(state)) this.#stopFlight(f, state);
+      }
     } catch (e) {
       this.events.emit('error', e);
     }
@@ -442,15 +531,22 @@ export class Executor {
     }
   }
 
-  #cancelJobFlights(ownerId: string, jobId: string): void {
-    for (const f of this.#inFlight.values()) if (f.job.id === jobId && f.job.ownerId === ownerId) this.#cancelFlight(f);
+  #stopJobFlights(ownerId: string, jobId: string, state: JobState): void {
+    for (const f of this.#inFlight.values()) if (f.job.id === jobId && f.job.ownerId === ownerId) this.#stopFlight(f, state);
   }
 
-  /** The job was cancelled: abort the request; the attempt is recorded `cancelled` (a result that still arrives is superseded). */
-  #cancelFlight(f: InFlight): void {
-    if (f.cancelled) return;
-    f.cancelled = true;
-    f.abort.abort(new Error('job cancelled'));
+  /**
+   * The job was decided while `f` is in flight: abort its request. A
+   * cancelled job's attempt is recorded `cancelled`, any other's
+   * `superseded` (a result that still arrives goes through the
+   * compare-and-swap and is superseded too). The attempt that decided the
+   * job has already been settled; stopping it changes nothing.
+   */
+  #stopFlight(f: InFlight, state: JobState): void {
+    if (f.cancelled || f.superseded) return;
+    if (state === 'cancelled') f.cancelled = true;
+    else f.superseded = true;
+    f.abort.abort(new Error(state === 'cancelled' ? 'job cancelled' : `job ${state}: another attempt decided it`));
   }
 }
 

@@ -2,7 +2,9 @@
  * Errors → `application/problem+json` (RFC 9457), in one place.
  *
  * {@link toProblem} turns any thrown value into a status, a problem document
- * and extra headers: an {@link OnejobError} through `ERROR_TABLE`; Fastify's
+ * and extra headers: an {@link OnejobError} through `ERROR_TABLE` (a code
+ * with an `apiCode` is shown under it: every 503 is `unavailable` with a
+ * `Retry-After`, its cause in `reason`); Fastify's
  * own request errors (validation, body parsing, body limit) into the
  * contract's codes; anything else into a generic 500 `internal` (the caller
  * logs the original). Bad input never becomes a 500.
@@ -56,12 +58,19 @@ function describeValidation(err: FastifyLikeError): { field: string | null; deta
   return { field, detail };
 }
 
-function render(code: ErrorCode, detail: string, status: number, extra: Record<string, unknown>, unexpected = false): Problem {
+/** Seconds a client is asked to wait after a `503 unavailable`. */
+export const RETRY_AFTER_SECONDS = 1;
+
+function render(cause: ErrorCode, detail: string, status: number, extra: Record<string, unknown>, unexpected = false): Problem {
+  // A cause the API presents under another code (database_unavailable → unavailable) keeps it as `reason`.
+  const apiCode = ERROR_TABLE[cause].apiCode;
+  const code = apiCode ?? cause;
+  if (apiCode !== undefined) extra = { ...extra, reason: cause };
   const spec = ERROR_TABLE[code];
   const headers: Record<string, string> = {};
   if (code === 'idempotency_key_reused') headers['x-should-retry'] = 'false';
   if (code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
-  if (status === 503) headers['retry-after'] = '1';
+  if (status === 503) headers['retry-after'] = String(RETRY_AFTER_SECONDS);
   return {
     status,
     body: { ...extra, type: problemType(code), title: spec.title, status, detail, code },

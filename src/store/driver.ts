@@ -179,6 +179,12 @@ export type EventInsertRow = Omit<JobEvent, 'id'>;
 /** Named queries. The same object shape serves autocommit use and a transaction. */
 export interface DriverQueries {
   /**
+   * The database's clock, now (PostgreSQL `clock_timestamp()`, SQLite
+   * `unixepoch('subsec')`): the one time every lease, deadline and rescue
+   * compares against, whatever the clocks of the hosts running onejob say.
+   */
+  dbNow(): Promise<Date>;
+  /**
    * `INSERT INTO jobs … ON CONFLICT (owner_id, idempotency_key) DO NOTHING RETURNING *`
    * with state `queued`, version 0, attempt_count 0, skipped `[]`,
    * updated_at = created_at. Returns the new job, or null when the key exists.
@@ -219,7 +225,12 @@ export interface DriverQueries {
   attemptClaim(params: AttemptClaimParams): Promise<Attempt[]>;
   /** Extends the given leases of one executor; returns the tokens still held. */
   attemptExtendLeases(params: LeaseExtendParams): Promise<string[]>;
-  /** Leased attempts in `starting` or `running` whose lease expired before `now`, oldest first. */
+  /**
+   * Attempts no executor owns: leased `starting`/`running` ones whose lease
+   * expired before `now` (oldest expiry first), then `running` ones with no
+   * lease at all (the schema refuses them; listed should one slip through).
+   * At most `limit` of each.
+   */
   attemptListLeaseExpired(now: Date, limit: number): Promise<Attempt[]>;
 
   /** Appends events. */

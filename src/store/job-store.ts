@@ -43,8 +43,19 @@ import type {
 
 /** Options of {@link JobStore}. */
 export interface JobStoreOptions {
-  /** The clock for every timestamp and lease; default: the wall clock. */
+  /**
+   * The host's clock: it stamps a new job's `created_at` (the order of
+   * `GET /v1/jobs`) and nothing else. Default: the wall clock.
+   */
   readonly clock?: Clock;
+  /**
+   * Stands in for the database's clock. Default: the database itself (every
+   * lease, deadline, hedge delay and rescue compares against its `now()`, read
+   * in the same transaction), so hosts whose clocks disagree still agree on
+   * who holds a lease. Tests give a `ManualClock` here to move time by hand;
+   * production never sets it.
+   */
+  readonly databaseClock?: Clock;
 }
 
 /** Default and maximum page sizes of {@link JobStore.listJobs}. */
@@ -62,6 +73,7 @@ export const LIST_MAX_LIMIT = 200;
 export class JobStore implements Store {
   readonly #driver: Driver;
   readonly #clock: Clock;
+  readonly #databaseClock: Clock | undefined;
   readonly #changes = new EventEmitter().setMaxListeners(0);
   #notifyInFlight = false;
   #notifyPending = false;
@@ -69,6 +81,12 @@ export class JobStore implements Store {
   constructor(driver: Driver, options: JobStoreOptions = {}) {
     this.#driver = driver;
     this.#clock = options.clock ?? systemClock;
+    this.#databaseClock = options.databaseClock;
+  }
+
+  /** The database's time (or its stand-in): what leases and deadlines are measured against. */
+  #now(q: DriverQueries): Promise<Date> {
+    return this.#databaseClock ? Promise.resolve(this.#databaseClock.now()) : q.dbNow();
   }
 
   get capabilities() {
@@ -183,7 +201,7 @@ export class JobStore implements Store {
     const out = await this.#driver.transaction(async (q) => {
       const job = await this.#lockJob(q, ownerId, jobId);
       if (isJobTerminal(job.state)) throw new OnejobError('job_finished', `job ${jobId} is already ${job.state}`);
-      const now = this.#clock.now();
+      const now = await this.#now(q);
       const error: RecordedError = { code: 'cancelled', message: 'cancelled on request' };
       const applied = await q.jobFinish({
         ownerId, id: jobId, expectedVersion: job.version, state: 'cancelled',
@@ -211,7 +229,7 @@ export class JobStore implements Store {
     const attempt = await this.#driver.transaction(async (q) => {
       const job = await this.#lockJob(q, p.ownerId, p.jobId);
       const attempts = await q.attemptListByJob(p.ownerId, p.jobId);
-      const now = this.#clock.now();
+      const now = await this.#now(q);
       const decision = decideStartAttempt({
         jobState: job.state, chain: job.providers, attempts, kind: p.kind, provider: p.provider ?? defaultManualProvider(p.kind, job.providers, attempts),
         hedgeAfterMs: p.hedgeAfterMs, now, eligible: await routingGate(q, p.eligible ?? everyProviderEligible),
@@ -231,7 +249,7 @@ export class JobStore implements Store {
       const job = await this.#lockJob(q, p.ownerId, found.jobId);
       const attempts = await q.attemptListByJob(p.ownerId, job.id);
       const attempt = attempts.find((a) => a.id === p.attemptId)!;
-      const now = this.#clock.now();
+      const now = await this.#now(q);
       if (!isAttemptActive(attempt.state)) {
         throw new OnejobError('attempt_finished', `attempt ${attempt.id} is already ${attempt.state}`, { details: { state: attempt.state } });
       }
@@ -244,7 +262,12 @@ export class JobStore implements Store {
       let won = false;
       let failover: Attempt | null = null;
 
-      if (p.outcome.state === 'succeeded') {
+      if (p.outcome.state === 'superseded') {
+        if (!isJobTerminal(job.state)) throw new OnejobError('illegal_transition', `attempt ${attempt.id} cannot be superseded: job ${job.id} is still ${job.state}`);
+        const error: RecordedError = p.outcome.error ?? { code: 'superseded', message: `the job was already ${job.state}`, details: { winner: job.completedBy, job_state: job.state } };
+        await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true }, fence);
+        events.push(event(job, attempt.id, 'attempt.superseded', now, { actor, error }));
+      } else if (p.outcome.state === 'succeeded') {
         // CONTRACT §2, invariant 2: the first completion wins; zero rows means this attempt lost.
         won = await q.jobFinish({
           ownerId: p.ownerId, id: job.id, expectedVersion: attempt.baseVersion, state: 'succeeded',
@@ -254,11 +277,18 @@ export class JobStore implements Store {
           await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, releaseLease: true }, fence);
           events.push(event(job, attempt.id, 'attempt.succeeded', now, { actor }), event(job, attempt.id, 'job.succeeded', now, { actor }));
           for (const other of attempts) {
-            if (other.id !== attempt.id && other.state === 'starting' && other.leaseOwner === null) {
+            if (other.id === attempt.id) continue;
+            if (other.state === 'starting' && other.leaseOwner === null) {
               const error: RecordedError = { code: 'job_finished', message: `attempt ${attempt.number} won before this one was dispatched` };
               await this.#mustUpdate(q, other, { state: 'cancelled', finishedAt: now, error }, undefined);
               events.push(event(job, other.id, 'attempt.cancelled', now, { reason: 'job succeeded before dispatch' }));
+            } else if (other.state === 'unknown' && !(other.leaseOwner !== null && other.leaseExpiresAt !== null && other.leaseExpiresAt > now)) {
+              // In doubt and nobody listening for its answer: whatever it did, it can no longer win.
+              const error: RecordedError = { code: 'superseded', message: `attempt ${attempt.number} won while this one was in doubt`, details: { winner: attempt.id, was: other.error } };
+              await this.#mustUpdate(q, other, { state: 'superseded', finishedAt: now, error, releaseLease: other.leaseOwner !== null }, undefined);
+              events.push(event(job, other.id, 'attempt.superseded', now, { actor, error }));
             }
+            // Attempts still in flight are stopped by their executors (the job-change notice, or their next heartbeat).
           }
         } else {
           const winner = job.completedBy;
@@ -312,12 +342,13 @@ export class JobStore implements Store {
   // ---- executor -----------------------------------------------------------
 
   async claimWork(p: ClaimWorkParams): Promise<ClaimedAttempt[]> {
-    const now = this.#clock.now();
-    const leaseExpiresAt = new Date(now.getTime() + p.leaseMs);
     const gateOf = p.eligible ?? (() => everyProviderEligible);
-    const changed: Job[] = [];
+    let changed: Job[] = [];
     // One transaction: unclaimed attempts first (manual attempts, failovers), then first attempts of queued jobs.
     const claimed = await this.#driver.transaction(async (q) => {
+      changed = [];
+      const now = await this.#now(q);
+      const leaseExpiresAt = new Date(now.getTime() + p.leaseMs);
       const out: ClaimedAttempt[] = [];
       const attempts = await q.attemptClaim({ leaseOwner: p.leaseOwner, leaseExpiresAt, limit: p.limit });
       for (const attempt of attempts) {
@@ -349,8 +380,8 @@ export class JobStore implements Store {
   }
 
   async markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean> {
-    const now = this.#clock.now();
     const applied = await this.#driver.transaction(async (q) => {
+      const now = await this.#now(q);
       const ok = await q.attemptUpdate({
         ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting'],
         fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
@@ -366,11 +397,11 @@ export class JobStore implements Store {
   }
 
   async markUnknown(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean> {
-    const now = this.#clock.now();
     const result = await this.#driver.transaction(async (q) => {
       const found = await q.attemptGet(p.ownerId, p.attemptId);
       if (!found) return null;
       const job = await this.#lockJob(q, p.ownerId, found.jobId);
+      const now = await this.#now(q);
       const ok = await q.attemptUpdate({
         ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting', 'running'],
         fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
@@ -387,38 +418,66 @@ export class JobStore implements Store {
 
   async extendLeases(p: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]> {
     if (p.leaseTokens.length === 0) return [];
-    const now = this.#clock.now();
+    const now = await this.#now(this.#driver.queries);
     return this.#driver.queries.attemptExtendLeases({
       leaseOwner: p.leaseOwner, leaseTokens: p.leaseTokens, leaseExpiresAt: new Date(now.getTime() + p.leaseMs), now,
     });
   }
 
+  /**
+   * Only from `starting` (handed back unsent: claimable again) or `unknown`
+   * (nothing more to wait for): a `running` attempt keeps its lease until it
+   * is settled or marked unknown, so no attempt is ever running without an
+   * owner (the schema refuses it too, `attempts_running_has_lease`).
+   */
   async releaseLease(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean> {
+    const now = await this.#now(this.#driver.queries);
     return this.#driver.queries.attemptUpdate({
-      ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting', 'running', 'unknown'],
-      fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now: this.#clock.now() },
+      ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting', 'unknown'],
+      fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
       set: { releaseLease: true },
     });
   }
 
+  /**
+   * Rescues attempts nobody owns any more: `starting`/`running` with an
+   * expired lease, and any `running` attempt without a lease at all (the
+   * schema forbids it; found anyway, should one slip through). Each becomes
+   * `unknown` (never failed: the request may have been executed), or, when
+   * its job is already decided, `superseded` (`cancelled` under a cancelled
+   * job): a loser whose executor died is not left in doubt under a winner.
+   */
   async rescueExpiredLeases(limit = 100): Promise<number> {
-    const now = this.#clock.now();
+    const now = await this.#now(this.#driver.queries);
     const expired = await this.#driver.queries.attemptListLeaseExpired(now, limit);
     let rescued = 0;
     for (const stale of expired) {
       const job = await this.#driver.transaction(async (q) => {
         const locked = await this.#lockJob(q, stale.ownerId, stale.jobId);
         const a = await q.attemptGet(stale.ownerId, stale.id);
-        // Re-checked under the job lock: still leased by the same claim, still expired.
-        if (!a || (a.state !== 'starting' && a.state !== 'running') || a.leaseToken !== stale.leaseToken || !a.leaseExpiresAt || a.leaseExpiresAt > now) return null;
-        const reason: RecordedError = { code: 'lease_expired', message: `executor ${a.leaseOwner} stopped renewing its lease while the attempt was ${a.state}` };
-        const ok = await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: [a.state], set: { state: 'unknown', error: reason, releaseLease: true } });
-        if (!ok) return null;
-        await this.#afterInDoubt(q, locked, now);
-        await q.eventInsert([
-          event(locked, a.id, 'attempt.lease_expired', now, { executor: a.leaseOwner, lease_expires_at: a.leaseExpiresAt.toISOString() }),
-          event(locked, a.id, 'attempt.unknown', now, { reason }),
-        ]);
+        const at = await this.#now(q);
+        // Re-checked under the job lock: still the same claim, still ownerless.
+        if (!a || (a.state !== 'starting' && a.state !== 'running') || a.leaseToken !== stale.leaseToken) return null;
+        const orphan = a.state === 'running' && a.leaseOwner === null;
+        if (!orphan && (a.leaseOwner === null || !a.leaseExpiresAt || a.leaseExpiresAt > at)) return null;
+        const whose = orphan ? 'no executor owned it' : `executor ${a.leaseOwner} stopped renewing its lease`;
+        const events: EventInsertRow[] = [
+          event(locked, a.id, 'attempt.lease_expired', at, { executor: a.leaseOwner, lease_expires_at: a.leaseExpiresAt?.toISOString() ?? null, orphan }),
+        ];
+        if (isJobTerminal(locked.state)) {
+          const state = locked.state === 'cancelled' ? 'cancelled' : 'superseded';
+          const error: RecordedError = { code: state === 'cancelled' ? 'cancelled' : 'superseded', message: `${whose} while the attempt was ${a.state}; the job was already ${locked.state}`, details: { winner: locked.completedBy, job_state: locked.state } };
+          const ok = await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: [a.state], set: { state, error, finishedAt: at, releaseLease: true } });
+          if (!ok) return null;
+          events.push(event(locked, a.id, state === 'cancelled' ? 'attempt.cancelled' : 'attempt.superseded', at, { actor: 'rescuer', error }));
+        } else {
+          const reason: RecordedError = { code: 'lease_expired', message: `${whose} while the attempt was ${a.state}` };
+          const ok = await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: [a.state], set: { state: 'unknown', error: reason, releaseLease: true } });
+          if (!ok) return null;
+          await this.#afterInDoubt(q, locked, at);
+          events.push(event(locked, a.id, 'attempt.unknown', at, { reason }));
+        }
+        await q.eventInsert(events);
         return locked;
       });
       if (job) {

@@ -6,7 +6,7 @@
 import type { Clock } from '../core/clock.ts';
 import { OnejobError } from '../core/errors.ts';
 import type { Driver } from './driver.ts';
-import { JobStore } from './job-store.ts';
+import { JobStore, type JobStoreOptions } from './job-store.ts';
 import { createPostgresDriver } from './postgres/postgres-driver.ts';
 import { openSqliteDriver } from './sqlite/sqlite-driver.ts';
 
@@ -15,7 +15,10 @@ export const DEFAULT_DATABASE_URL = 'sqlite:./onejob.db';
 
 /** Options of {@link openStore}. */
 export interface OpenStoreOptions {
+  /** The host clock (a job's `created_at`); see {@link JobStoreOptions}. */
   readonly clock?: Clock;
+  /** Stands in for the database's clock (tests only); see {@link JobStoreOptions}. */
+  readonly databaseClock?: Clock;
   /** PostgreSQL pool size; default 10. */
   readonly poolSize?: number;
 }
@@ -43,7 +46,7 @@ export async function openDriver(url: string, options: OpenStoreOptions = {}): P
  * @example const store = await openStore('sqlite:./onejob.db'); await store.migrate();
  */
 export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<JobStore> {
-  return new JobStore(await openDriver(url, options), { clock: options.clock });
+  return new JobStore(await openDriver(url, options), { clock: options.clock, databaseClock: options.databaseClock });
 }
 
 /** The URL with any password replaced by `***`, for messages. */

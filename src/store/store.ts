@@ -77,7 +77,9 @@ export interface StartAttemptParams {
 export type AttemptOutcome =
   | { readonly state: 'succeeded'; readonly result: unknown }
   | { readonly state: 'failed'; readonly error: RecordedError }
-  | { readonly state: 'cancelled'; readonly error?: RecordedError | undefined };
+  | { readonly state: 'cancelled'; readonly error?: RecordedError | undefined }
+  /** A loser stopped by its executor after another attempt won: only once the job is decided. */
+  | { readonly state: 'superseded'; readonly error?: RecordedError | undefined };
 
 /** Parameters of {@link Store.settleAttempt}. */
 export interface SettleAttemptParams {
@@ -220,8 +222,14 @@ export interface Store {
    * completion compare-and-swap (superseded when it loses); a failure or
    * cancellation moves the job down its chain or fails it.
    *
+   * A winning success also ends the job's other attempts that nobody is
+   * listening for (`unknown` without a live lease) as `superseded`; the ones
+   * still in flight are stopped by their executors, which report them
+   * `superseded` (outcome `superseded`, allowed only once the job is decided).
+   *
    * @throws OnejobError `attempt_not_found`, `attempt_finished` (already
-   *   terminal, or not in a state the fence allows), `lease_lost`.
+   *   terminal, or not in a state the fence allows), `lease_lost`,
+   *   `illegal_transition` (`superseded` while the job is undecided).
    */
   settleAttempt(params: SettleAttemptParams): Promise<SettleAttemptResult>;
   /**
@@ -251,9 +259,17 @@ export interface Store {
   markUnknown(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean>;
   /** Extends leases; returns the tokens still held (a missing token means: stop, you lost it). */
   extendLeases(params: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]>;
-  /** Releases a lease without changing state (the executor stops listening for a late answer). */
+  /**
+   * Releases a lease without changing state: an attempt handed back unsent
+   * (`starting`, claimable again) or one in doubt whose late answer is no
+   * longer awaited (`unknown`). Never a `running` one (returns false).
+   */
   releaseLease(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean>;
-  /** Moves attempts whose executor's lease expired to `unknown` (never failed). Returns how many. */
+  /**
+   * Moves attempts nobody owns (lease expired, or running without a lease)
+   * to `unknown` (never failed), or to `superseded`/`cancelled` when their job
+   * is already decided. Returns how many.
+   */
   rescueExpiredLeases(limit?: number): Promise<number>;
   /** Tells other processes there is new work. */
   notifyWork(): Promise<void>;

@@ -24,8 +24,8 @@ function event(id: number, type: string, attempt: string | null, at: string, dat
 }
 
 /** A clean run: attempt 1 refused (503), failover attempt 2 won; a replay, a conflict, two reads. */
-function cleanRun(): Mutable<CheckInput> & { db: { jobs: DbJob[]; attempts: DbAttempt[]; events: DbEvent[] } } {
-  const job: DbJob = { owner_id: 'alice', id: J1, idempotency_key: 'k1', route: 'plain', input: BODY.input, metadata: null, state: 'succeeded', version: 1, completed_by: A2, result: RESULT, error: null };
+function cleanRun(): Mutable<CheckInput> & { db: { takenAt: string; jobs: DbJob[]; attempts: DbAttempt[]; events: DbEvent[] } } {
+  const job: DbJob = { owner_id: 'alice', id: J1, idempotency_key: 'k1', route: 'plain', input: BODY.input, metadata: null, state: 'succeeded', version: 1, completed_by: A2, result: RESULT, error: null, created_at: '2026-03-01T11:59:00.000Z' };
   const jobBody = { id: J1, state: 'succeeded', completed_by: A2, result: RESULT };
   const calls: ProviderCall[] = [
     { provider: 'p1', seq: 1, idempotencyKey: `${J1}:1`, jobId: J1, body: {}, behaviour: { status: 503 }, result: 'error', status: 503 },
@@ -42,6 +42,7 @@ function cleanRun(): Mutable<CheckInput> & { db: { jobs: DbJob[]; attempts: DbAt
     ],
     faults: [{ at: 10, kind: 'kill9', target: 'api-1' }],
     db: {
+      takenAt: TAKEN,
       jobs: [job],
       attempts: [
         { owner_id: 'alice', id: A1, job_id: J1, number: 1, provider: 'p1', kind: 'first', state: 'failed', error: { code: 'provider_overloaded' } },
@@ -62,7 +63,18 @@ function cleanRun(): Mutable<CheckInput> & { db: { jobs: DbJob[]; attempts: DbAt
     callsBefore: calls,
     callsAfter: calls,
     hedgedRoutes: ['hedged'],
+    // The faults stopped at 12:00:00; the snapshot was read 30 s later; a job may take 20 s to reach an end.
+    liveness: { quietSince: QUIET, boundMs: 20_000, rescueSlackMs: 7_000 },
   };
+}
+
+const QUIET = '2026-03-01T12:00:00.000Z';
+const TAKEN = '2026-03-01T12:00:30.000Z';
+
+/** A second job of the run, with one attempt (for the liveness plants). */
+function extraJob(run: ReturnType<typeof cleanRun>, id: string, state: string, attempt: Partial<DbAttempt>, createdAt = '2026-03-01T11:59:50.000Z'): void {
+  run.db.jobs.push({ owner_id: 'alice', id, idempotency_key: `key-${id}`, route: 'plain', input: BODY.input, metadata: null, state, version: 0, completed_by: null, result: null, error: null, created_at: createdAt });
+  run.db.attempts.push({ owner_id: 'alice', id: `att_${id}`, job_id: id, number: 1, provider: 'p1', kind: 'first', state: 'running', error: null, started_at: createdAt, lease_owner: 'exe_1', lease_expires_at: '2026-03-01T12:00:31.000Z', ...attempt });
 }
 
 const plants: Record<ViolationKind, (run: ReturnType<typeof cleanRun>) => void> = {
@@ -112,6 +124,14 @@ const plants: Record<ViolationKind, (run: ReturnType<typeof cleanRun>) => void> 
   cross_owner: (run) => {
     run.history.push(entry(7, { op: 'peek', method: 'GET', path: '/v1/jobs/job_bob', jobId: 'job_bob', status: 200, response: { id: 'job_bob', state: 'queued', completed_by: null, result: null } }));
   },
+  stuck_job: (run) => {
+    // Created before the faults stopped and still running 30 s later, its lease renewed all along.
+    extraJob(run, 'job_stuck', 'running', {});
+  },
+  ownerless_attempt: (run) => {
+    // The old failure: "mark unknown" failed, the lease was released anyway; the attempt runs with no owner.
+    extraJob(run, 'job_orphan', 'unknown', { lease_owner: null, lease_expires_at: null });
+  },
 };
 
 describe('chaos checker', () => {
@@ -137,6 +157,29 @@ describe('chaos checker', () => {
       expect(text.split('\n').at(-1)).toMatch(/^operations: \d+, faults: 1, violations: [1-9]\d*$/);
     });
   }
+
+  it('liveness: a job still running within its bound, or a lease just expired, is not a violation', () => {
+    const run = cleanRun();
+    extraJob(run, 'job_young', 'running', {}, '2026-03-01T12:00:20.000Z');
+    extraJob(run, 'job_rescue_due', 'unknown', { lease_expires_at: '2026-03-01T12:00:25.000Z' });
+    extraJob(run, 'job_unclaimed', 'running', { state: 'starting', lease_owner: null, lease_expires_at: null, started_at: '2026-03-01T12:00:15.000Z' }, '2026-03-01T12:00:15.000Z');
+    expect(checkRun(run).violations).toEqual([]);
+  });
+
+  it('liveness: a lease expired long before the snapshot and an attempt never claimed are violations', () => {
+    const run = cleanRun();
+    extraJob(run, 'job_rotten', 'unknown', { lease_expires_at: '2026-03-01T12:00:05.000Z' });
+    extraJob(run, 'job_unclaimed', 'unknown', { state: 'starting', lease_owner: null, lease_expires_at: null, started_at: '2026-03-01T11:59:00.000Z' });
+    const found = checkRun(run).violations.filter((v) => v.kind === 'ownerless_attempt').map((v) => v.jobId).sort();
+    expect(found).toEqual(['job_rotten', 'job_unclaimed']);
+  });
+
+  it('liveness is checked only when the run gives its times', () => {
+    const run = cleanRun();
+    run.liveness = undefined;
+    extraJob(run, 'job_stuck', 'running', {});
+    expect(checkRun(run).violations).toEqual([]);
+  });
 
   it('reports an executor turning an unknown attempt into failed', () => {
     const run = cleanRun();

@@ -11,6 +11,7 @@ import { Executor, type ExecutorOptions, type OutputCheck } from '../../src/exec
 import { createProvider } from '../../src/providers/create-provider.ts';
 import type { Provider } from '../../src/providers/provider.ts';
 import type { JobStore } from '../../src/store/job-store.ts';
+import { openStore } from '../../src/store/open-store.ts';
 import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
 import { createTestStore, TEST_DATABASES } from '../support/databases.ts';
 
@@ -34,6 +35,7 @@ async function waitForJob(store: JobStore, jobId: string, pred: (j: NonNullable<
 for (const db of TEST_DATABASES) {
   describe.skipIf(Boolean(db.skip))(`executor on ${db.name}`, () => {
     let store: JobStore;
+    let url: string;
     let cleanup: () => Promise<void>;
     let primary: FakeProvider;
     let fallback: FakeProvider;
@@ -41,7 +43,7 @@ for (const db of TEST_DATABASES) {
     const executors: Executor[] = [];
 
     beforeEach(async () => {
-      ({ store, cleanup } = await createTestStore(db));
+      ({ store, url, cleanup } = await createTestStore(db));
       primary = await startFakeProvider();
       fallback = await startFakeProvider();
       providers = new Map([
@@ -135,7 +137,7 @@ for (const db of TEST_DATABASES) {
       expect(fallback.calls).toHaveLength(0);
     });
 
-    it('a hedge that answers first wins; the primary answering later is superseded and the result never changes', async () => {
+    it('a hedge that answers first wins; the primary is stopped at the provider (its request cancelled) and ends superseded; the result never changes', async () => {
       providers.set('primary', createProvider('primary', { type: 'openai', baseUrl: `${primary.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 5_000 }));
       primary.script([{ gate: 'primary', reply: 'primary answer' }]);
       fallback.script([{ reply: 'hedge answer' }]);
@@ -145,15 +147,41 @@ for (const db of TEST_DATABASES) {
       await once(e.events, 'hedge:started');
       const won = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
       expect(won.result).toMatchObject({ content: 'hedge answer', provider: 'fallback' });
-      primary.release('primary');
-      const after = await waitForJob(store, job.id, (j) => j.attempts[0]!.state === 'superseded');
+      // The loser's gate is never opened: it ends because the executor stopped it, long before its 5 s deadline.
+      const after = await waitForJob(store, job.id, (j) => j.attempts[0]!.state === 'superseded', 3_000);
+      expect(after.attempts[0]!.error?.code).toBe('superseded');
+      expect(after.attempts[0]!.leaseOwner).toBeNull();
+      const call = await primary.waitForResult(1);
+      expect(call.result).toBe('client-closed');
       expect(after.result).toEqual(won.result);
       expect(after.completedBy).toBe(won.completedBy);
       expect(after.version).toBe(won.version);
-      const races = (await store.listEvents(OWNER, job.id)).filter((ev) => ev.type === 'race.lost');
-      expect(races).toHaveLength(1);
-      expect(races[0]!.data).toMatchObject({ loser: after.attempts[0]!.id, winner: after.attempts[1]!.id });
+      primary.release('primary');
       expect([primary.calls.length, fallback.calls.length]).toEqual([1, 1]);
+      expect((await store.getJob(OWNER, job.id))).toMatchObject({ result: won.result, version: won.version });
+    });
+
+    it('a win decided by another process stops this executor\'s loser at its next heartbeat', async () => {
+      providers.set('primary', createProvider('primary', { type: 'openai', baseUrl: `${primary.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 20_000 }));
+      primary.script([{ hang: true }]);
+      fallback.script([{ reply: 'from the other process' }]);
+      const a = executor({ leaseMs: 900 });
+      await a.start();
+      const job = await create('remote-win');
+      await waitForJob(store, job.id, (j) => j.attempts[0]?.state === 'running');
+      // Another process (its own store, so no in-process notice reaches executor a) runs a hedge and wins.
+      const other = await openStore(url);
+      try {
+        const hedge = await other.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'hedge', hedgeAfterMs: 0, lease: { leaseOwner: 'exe_other', leaseMs: 30_000 } });
+        const r = await other.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: { leaseOwner: 'exe_other', leaseToken: hedge.leaseToken! }, outcome: { state: 'succeeded', result: 'remote' } });
+        expect(r.won).toBe(true);
+      } finally {
+        await other.close();
+      }
+      const after = await waitForJob(store, job.id, (j) => j.attempts[0]!.state === 'superseded', 5_000);
+      expect(after).toMatchObject({ state: 'succeeded', result: 'remote' });
+      expect((await primary.waitForResult(1)).result).toBe('client-closed');
+      expect(primary.calls).toHaveLength(1);
     });
 
     it('an output that breaks the route contract is a failed attempt (contract_violation) and the job fails over', async () => {

@@ -32,7 +32,7 @@ describe('operations', () => {
     expect(await server.request('GET', '/readyz', { token: null })).toMatchObject({ status: 200, body: { status: 'ready' } });
   });
 
-  it('GET /readyz is 503 database_unavailable when the database is gone', async () => {
+  it('GET /readyz is 503 unavailable (reason database_unavailable) with a Retry-After when the database is gone', async () => {
     const { buildApp } = await import('../../src/http/build-app.ts');
     const { testConfig } = await import('./http-test-app.ts');
     const { createTestStore } = await import('../support/databases.ts');
@@ -42,7 +42,8 @@ describe('operations', () => {
     const res = await app.inject({ method: 'GET', url: '/readyz' });
     expect(res.statusCode).toBe(503);
     expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
-    expect(res.json().code).toBe('database_unavailable');
+    expect(res.json()).toMatchObject({ code: 'unavailable', reason: 'database_unavailable', status: 503 });
+    expect(res.headers['retry-after']).toBe('1');
     await app.close();
     await cleanup().catch(() => undefined);
   });

@@ -40,9 +40,12 @@ export const TEST_DATABASES: readonly TestDatabase[] = [
 ];
 
 /** A migrated store on a fresh database of `db`; `cleanup()` closes and drops it. */
-export async function createTestStore(db: TestDatabase, options: { clock?: Clock; poolSize?: number } = {}): Promise<{ store: JobStore; url: string; cleanup(): Promise<void> }> {
+export async function createTestStore(
+  db: TestDatabase,
+  options: { clock?: Clock; databaseClock?: Clock; poolSize?: number } = {},
+): Promise<{ store: JobStore; url: string; cleanup(): Promise<void> }> {
   const { url, cleanup } = await db.create();
-  const store = await openStore(url, { clock: options.clock, poolSize: options.poolSize ?? 20 });
+  const store = await openStore(url, { clock: options.clock, databaseClock: options.databaseClock, poolSize: options.poolSize ?? 20 });
   await store.migrate();
   return {
     store,

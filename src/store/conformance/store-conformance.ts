@@ -1,24 +1,61 @@
 /**
  * The store conformance suite: one set of tests every driver must pass
- * (River's `riverdrivertest`). It runs on vitest.
+ * (River's `riverdrivertest`). It brings no test framework of its own: the
+ * caller passes its `describe`/`it`/`expect` (vitest's, jest's, or anything
+ * with the same shape), so product code never imports a test runner.
  *
  * @example
- * runStoreConformance({ name: 'sqlite', createStore: (clock) => createTestStore(sqlite, { clock }) });
+ * import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+ * runStoreConformance({
+ *   name: 'sqlite',
+ *   test: { describe, it, expect, beforeEach, afterEach },
+ *   createStore: (clock) => createTestStore(sqlite, { clock, databaseClock: clock }),
+ * });
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../core/clock.ts';
 import { isOnejobError, type ErrorCode } from '../../core/errors.ts';
 import type { EligibilityCheck } from '../../core/job-rules.ts';
 import type { Attempt } from '../../core/types.ts';
 import type { JobStore } from '../job-store.ts';
 
+/** The assertions the suite makes (a subset of vitest's and jest's `expect`). */
+export interface ConformanceAssertion {
+  toBe(expected: unknown): void;
+  toEqual(expected: unknown): void;
+  toMatchObject(expected: object): void;
+  toHaveLength(length: number): void;
+  toBeNull(): void;
+  toBeLessThan(n: number): void;
+  toMatch(pattern: RegExp): void;
+  readonly not: { toBe(expected: unknown): void };
+}
+
+/** The test framework the suite registers its tests with. */
+export interface ConformanceTestFramework {
+  readonly describe: {
+    (name: string, fn: () => void): void;
+    /** A block whose tests are all reported skipped. */
+    skip(name: string, fn: () => void): void;
+  };
+  readonly it: (name: string, fn: () => Promise<void>, timeoutMs?: number) => void;
+  readonly expect: (actual: unknown) => ConformanceAssertion;
+  readonly beforeEach: (fn: () => Promise<void>) => void;
+  readonly afterEach: (fn: () => Promise<void>) => void;
+}
+
 /** What the suite needs from a driver under test. */
 export interface StoreConformanceOptions {
   readonly name: string;
+  /** `describe`, `it`, `expect`, `beforeEach`, `afterEach` of the caller's test runner. */
+  readonly test: ConformanceTestFramework;
   /** Why the suite is skipped (names the capability or setting), or null. */
   readonly skip?: string | null;
-  /** A migrated store on a fresh database, using `clock`. */
-  readonly createStore: (clock: ManualClock) => Promise<{ store: JobStore; cleanup(): Promise<void> }>;
+  /**
+   * A migrated store on a fresh database whose database clock is `clock`
+   * (the suite moves time by hand); `openAnother` opens a second store, with
+   * its own connections (pool, worker), on the same database.
+   */
+  readonly createStore: (clock: ManualClock) => Promise<{ store: JobStore; cleanup(): Promise<void>; openAnother?(): Promise<JobStore> }>;
   /** How many times the concurrency tests repeat; default 20. */
   readonly repetitions?: number;
 }
@@ -42,14 +79,18 @@ async function codeOf(p: Promise<unknown>): Promise<ErrorCode> {
 /** Registers the conformance tests for one driver. */
 export function runStoreConformance(o: StoreConformanceOptions): void {
   const reps = o.repetitions ?? 20;
-  describe.skipIf(Boolean(o.skip))(`store conformance: ${o.name}${o.skip ? ` (skipped: ${o.skip})` : ''}`, () => {
+  const { it, expect, beforeEach, afterEach } = o.test;
+  const describe = o.test.describe;
+  const block = o.skip ? describe.skip.bind(describe) : describe;
+  block(`store conformance: ${o.name}${o.skip ? ` (skipped: ${o.skip})` : ''}`, () => {
     let store: JobStore;
     let clock: ManualClock;
     let cleanup: () => Promise<void>;
+    let openAnother: (() => Promise<JobStore>) | undefined;
 
     beforeEach(async () => {
       clock = new ManualClock(new Date('2026-03-01T12:00:00.000Z'));
-      ({ store, cleanup } = await o.createStore(clock));
+      ({ store, cleanup, openAnother } = await o.createStore(clock));
     });
     afterEach(async () => {
       await cleanup();
@@ -124,6 +165,24 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         }
         const page = await store.listJobs({ ownerId: OWNER, limit: 200 });
         expect(page.jobs).toHaveLength(reps);
+      });
+
+      it(`duplicate creates from two stores with their own connections race the UNIQUE constraint itself (${reps} repetitions)`, async () => {
+        if (!openAnother) throw new Error('createStore must offer openAnother(): a second store on the same database');
+        const other = await openAnother();
+        try {
+          const createOn = (s: JobStore, key: string) => s.createJob({ ownerId: OWNER, idempotencyKey: key, route: 'summarize', input: { text: 'hello' }, providers: CHAIN });
+          for (let r = 0; r < reps; r++) {
+            // Each store merges its own duplicates in memory; only the database can decide between the two.
+            const results = await Promise.all(Array.from({ length: 40 }, (_, i) => createOn(i % 2 === 0 ? store : other, `two-pools-${r}`)));
+            expect(new Set(results.map((x) => x.job.id)).size).toBe(1);
+            expect(results.filter((x) => x.created)).toHaveLength(1);
+          }
+          const page = await other.listJobs({ ownerId: OWNER, limit: 200 });
+          expect(page.jobs).toHaveLength(reps);
+        } finally {
+          await other.close();
+        }
       });
 
       it('concurrent creates with one key and two payloads: one job; the other payload only ever conflicts', async () => {
@@ -345,6 +404,58 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(after?.attempts[0]?.error?.code).toBe('lease_expired');
         expect(await store.claimWork({ leaseOwner: 'exe_2', leaseMs: 1000, limit: 5 })).toHaveLength(0);
         expect(await store.rescueExpiredLeases()).toBe(0);
+      });
+
+      it('a running attempt keeps its lease: releasing it is refused, and the schema refuses running without an owner', async () => {
+        const { attempt } = await runningJob('no-orphan');
+        expect(await store.releaseLease({ ownerId: OWNER, attemptId: attempt.id, ...fenceOf(attempt) })).toBe(false);
+        expect((await store.getAttempt(OWNER, attempt.id))).toMatchObject({ state: 'running', leaseOwner: EXECUTOR });
+        // Below the store's guards: the database itself refuses the state.
+        const raw = await store.driver.queries
+          .attemptUpdate({ ownerId: OWNER, id: attempt.id, fromStates: ['running'], set: { releaseLease: true } })
+          .then(() => null, (e: unknown) => e);
+        expect(String((raw as Error | null)?.message ?? 'applied')).toMatch(/attempts_running_has_lease/);
+        expect((await store.getAttempt(OWNER, attempt.id))?.leaseOwner).toBe(EXECUTOR);
+        // Once unknown, the lease may go: nothing is running.
+        await store.markUnknown({ ownerId: OWNER, attemptId: attempt.id, ...fenceOf(attempt), reason: { code: 'deadline_exceeded', message: 't' } });
+        expect(await store.releaseLease({ ownerId: OWNER, attemptId: attempt.id, ...fenceOf(attempt) })).toBe(true);
+        expect((await store.getAttempt(OWNER, attempt.id))).toMatchObject({ state: 'unknown', leaseOwner: null });
+      });
+
+      it('an expired lease under a decided job is superseded by the rescuer, not left unknown', async () => {
+        const { jobId, attempt: primary } = await runningJob('rescue-loser');
+        clock.advance(100);
+        const hedge = await store.startAttempt({ ownerId: OWNER, jobId, kind: 'hedge', hedgeAfterMs: 100, lease: { leaseOwner: 'exe_other', leaseMs: LEASE_MS } });
+        await store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: fenceOf(hedge), outcome: { state: 'succeeded', result: 'H' } });
+        expect((await store.getAttempt(OWNER, primary.id))?.state).toBe('running');
+        clock.advance(LEASE_MS + 1);
+        expect(await store.rescueExpiredLeases()).toBe(1);
+        const job = await store.getJob(OWNER, jobId);
+        expect(job).toMatchObject({ state: 'succeeded', completedBy: hedge.id, result: 'H' });
+        expect(job!.attempts.map((a) => [a.state, a.error?.code ?? null, a.leaseOwner])).toEqual([['superseded', 'superseded', null], ['succeeded', null, null]]);
+      });
+
+      it('a loser stopped by its executor is recorded superseded, only once the job is decided', async () => {
+        const { jobId, attempt: primary } = await runningJob('stopped-loser');
+        expect(await codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: primary.id, fence: fenceOf(primary), outcome: { state: 'superseded' } }))).toBe('illegal_transition');
+        clock.advance(100);
+        const hedge = await store.startAttempt({ ownerId: OWNER, jobId, kind: 'hedge', hedgeAfterMs: 100, lease: { leaseOwner: EXECUTOR, leaseMs: LEASE_MS } });
+        await store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: fenceOf(hedge), outcome: { state: 'succeeded', result: 'H' } });
+        const r = await store.settleAttempt({ ownerId: OWNER, attemptId: primary.id, fence: fenceOf(primary), outcome: { state: 'superseded', error: { code: 'superseded', message: 'stopped' } } });
+        expect(r.attempt).toMatchObject({ state: 'superseded', leaseOwner: null });
+        expect(r.job).toMatchObject({ state: 'succeeded', completedBy: hedge.id, result: 'H', version: 1 });
+      });
+
+      it('a win supersedes the attempts in doubt that nobody listens to any more', async () => {
+        const { jobId, attempt: primary } = await runningJob('doubt-then-win');
+        clock.advance(100);
+        const hedge = await store.startAttempt({ ownerId: OWNER, jobId, kind: 'hedge', hedgeAfterMs: 100, lease: { leaseOwner: EXECUTOR, leaseMs: LEASE_MS } });
+        await store.markRunning({ ownerId: OWNER, attemptId: hedge.id, ...fenceOf(hedge), timeoutMs: 1000 });
+        await store.markUnknown({ ownerId: OWNER, attemptId: primary.id, ...fenceOf(primary), reason: { code: 'deadline_exceeded', message: 't' } });
+        await store.releaseLease({ ownerId: OWNER, attemptId: primary.id, ...fenceOf(primary) });
+        const r = await store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: fenceOf(hedge), outcome: { state: 'succeeded', result: 'H' } });
+        expect(r.won).toBe(true);
+        expect(r.job.attempts.map((a) => a.state)).toEqual(['superseded', 'succeeded']);
       });
 
       it('a renewed lease stays valid', async () => {

@@ -52,10 +52,16 @@ RETURNING lease_token`,
   },
   listLeaseExpired: {
     name: 'onejob_attempt_list_lease_expired',
-    text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts
-WHERE lease_owner IS NOT NULL AND lease_expires_at < $1 AND state IN ('starting', 'running')
-ORDER BY lease_expires_at, id
-LIMIT $2`,
+    // Expired leases, then running attempts with no lease at all (forbidden by attempts_running_has_lease; found should one slip through).
+    text: `(SELECT ${ATTEMPT_COLUMNS} FROM attempts
+ WHERE lease_owner IS NOT NULL AND lease_expires_at < $1 AND state IN ('starting', 'running')
+ ORDER BY lease_expires_at, id
+ LIMIT $2)
+UNION ALL
+(SELECT ${ATTEMPT_COLUMNS} FROM attempts
+ WHERE state = 'running' AND lease_owner IS NULL
+ ORDER BY started_at, id
+ LIMIT $2)`,
   },
 } as const;
 

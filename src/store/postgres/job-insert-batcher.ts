@@ -19,9 +19,13 @@
  * - if a multi-row statement fails for any reason other than a lost
  *   connection, every row of it is retried alone, so an error (a CHECK
  *   violation, say) reaches only the call whose row caused it.
+ * The queue is bounded (`maxQueued`): past it a call is refused at once with
+ * `unavailable`, so a database that stops answering costs bounded memory and
+ * the API answers `503` instead of holding requests for ever.
  * Durability is unchanged: a call resolves only after the statement that
  * carries its row has committed.
  */
+import { OnejobError } from '../../core/errors.ts';
 import type { Job } from '../../core/types.ts';
 import type { JobInsertRow } from '../driver.ts';
 import { jobInsert } from './job-queries.ts';
@@ -48,6 +52,11 @@ export interface JobInsertBatcherOptions {
   readonly maxInFlight?: number | undefined;
   /** Most rows in one statement. Default 500. */
   readonly maxBatch?: number | undefined;
+  /**
+   * Most rows waiting (not yet sent); one more is refused at once with
+   * `unavailable`, before anything reaches the database. Default 2 000.
+   */
+  readonly maxQueued?: number | undefined;
   /** Whether an error means the connection is gone (then the batch is not retried row by row). */
   readonly isConnectionError?: ((e: unknown) => boolean) | undefined;
 }
@@ -63,6 +72,7 @@ export class JobInsertBatcher {
   readonly #db: Queryable;
   readonly #maxInFlight: number;
   readonly #maxBatch: number;
+  readonly #maxQueued: number;
   readonly #isConnectionError: (e: unknown) => boolean;
   #queue: Pending[] = [];
   #inFlight = 0;
@@ -71,11 +81,24 @@ export class JobInsertBatcher {
     this.#db = db;
     this.#maxInFlight = Math.max(1, options.maxInFlight ?? 4);
     this.#maxBatch = Math.max(1, options.maxBatch ?? 500);
+    this.#maxQueued = Math.max(1, options.maxQueued ?? 2_000);
     this.#isConnectionError = options.isConnectionError ?? (() => false);
   }
 
-  /** Same contract as `DriverQueries.jobInsert`. */
+  /** Rows waiting to be sent. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  /**
+   * Same contract as `DriverQueries.jobInsert`.
+   *
+   * @throws OnejobError `unavailable` (the promise rejects) when `maxQueued` rows already wait: nothing was sent.
+   */
   insert(row: JobInsertRow): Promise<Job | null> {
+    if (this.#queue.length >= this.#maxQueued && this.#inFlight >= this.#maxInFlight) {
+      return Promise.reject(new OnejobError('unavailable', `${this.#queue.length} job inserts are already waiting for the database`));
+    }
     return new Promise((resolve, reject) => {
       this.#queue.push({ row, resolve, reject });
       this.#pump();

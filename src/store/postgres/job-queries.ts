@@ -146,3 +146,12 @@ export async function jobListQueuedForUpdate(db: Queryable, limit: number): Prom
   const res = await db.query<JobRow>({ ...JOB_SQL.listQueuedForUpdate, values: [limit] });
   return res.rows.map(jobFromRow);
 }
+
+/** The database's clock (see {@link DriverQueries.dbNow}). */
+export const DB_NOW_SQL = { name: 'onejob_db_now', text: 'SELECT clock_timestamp() AS now' } as const;
+
+/** See {@link DriverQueries.dbNow}. */
+export async function dbNow(db: Queryable): Promise<Date> {
+  const res = await db.query<{ now: Date }>({ ...DB_NOW_SQL, values: [] });
+  return res.rows[0]!.now;
+}

@@ -19,6 +19,7 @@ import { OnejobError } from '../../core/errors.ts';
 import type { Driver, DriverCapabilities, DriverQueries, MigrationResult } from '../driver.ts';
 import { loadMigrations, MIGRATIONS_DIR } from '../migration-files.ts';
 import * as admin from './admin-queries.ts';
+import { isConnectionFailure, isTransientDatabaseError } from '../transient-errors.ts';
 import * as attempts from './attempt-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
@@ -34,8 +35,33 @@ export interface PostgresDriverOptions {
   readonly connectionString: string;
   /** Most pooled connections (the LISTEN connection is extra). Default 10. */
   readonly max?: number | undefined;
-  /** How long to wait for a new connection before failing with `database_unavailable`. Default 10 000 ms. */
+  /**
+   * How long to wait for a connection (a new one, or a free one of the pool)
+   * before failing with `database_unavailable`. Default 5 000 ms.
+   */
   readonly connectTimeoutMs?: number | undefined;
+  /** The server's `statement_timeout` of every connection (0: none). Default 10 000 ms. Migrations run without it. */
+  readonly statementTimeoutMs?: number | undefined;
+  /** The server's `lock_timeout` of every connection (0: none). Default 5 000 ms. */
+  readonly lockTimeoutMs?: number | undefined;
+  /**
+   * How long the client waits for any answer to a statement before giving
+   * up on the connection (it is then destroyed): the bound when the server,
+   * or the network to it, stops answering altogether, which no server-side
+   * timeout can see. Default `statementTimeoutMs` + 2 000 ms (0: none).
+   */
+  readonly queryTimeoutMs?: number | undefined;
+  /**
+   * Most callers waiting for a pooled connection; one more is refused at once
+   * with `unavailable` instead of queueing without bound. Default 200.
+   */
+  readonly maxWaiting?: number | undefined;
+  /**
+   * Most rows waiting in the insert batcher, and most keys waiting in each
+   * read batcher; past it a call is refused at once with `unavailable`
+   * (nothing was sent, so nothing was created). Default 2 000.
+   */
+  readonly maxQueued?: number | undefined;
   /** `application_name` shown in `pg_stat_activity`. Default `onejob`. */
   readonly applicationName?: string | undefined;
   /**
@@ -86,28 +112,18 @@ const TYPES: CustomTypesConfig = {
     oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format)) as CustomTypesConfig['getTypeParser'],
 };
 
-const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
-// SQLSTATE: 08* connection exception, 57P01-03 shutdown / cannot connect now, 53300 too many connections,
-// 25006 read-only transaction: the connection reached a standby (after a failover or switchover, a load
-// balancer still routes to the old primary for a moment); the write did not run, so it is not in doubt.
-const CONNECTION_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
-const CONNECTION_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i;
-
-/** Whether `e` says the database could not be reached or the connection broke. */
+/** Whether `e` says the database could not be reached or the connection broke (see `transient-errors.ts`). */
 export function isConnectionError(e: unknown): boolean {
-  if (!(e instanceof Error)) return false;
-  const code = (e as { code?: unknown }).code;
-  if (typeof code === 'string') {
-    if (CONNECTION_ERRNOS.has(code) || CONNECTION_SQLSTATES.has(code) || code.startsWith('08')) return true;
-  }
-  return CONNECTION_MESSAGES.test(e.message);
+  return isConnectionFailure(e);
 }
 
-/** SQLSTATEs after which re-running the whole transaction may succeed. */
-const RETRYABLE_TX_SQLSTATES = new Set(['40001', '40P01']);
+/** SQLSTATEs after which re-running the whole transaction at once may succeed: serialization failure, deadlock, lock timeout. */
+const RETRYABLE_TX_SQLSTATES = new Set(['40001', '40P01', '55P03']);
 
 function isRetryableTransactionError(e: unknown): boolean {
-  return e instanceof Error && RETRYABLE_TX_SQLSTATES.has((e as { code?: string }).code ?? '');
+  // Statements inside a transaction come back already mapped: look at what is underneath.
+  const raw = e instanceof OnejobError ? e.cause : e;
+  return raw instanceof Error && RETRYABLE_TX_SQLSTATES.has((raw as { code?: string }).code ?? '');
 }
 
 /** `host:port/database` of a connection string, never its password. */
@@ -129,11 +145,17 @@ function errorMessage(e: unknown): string {
 /** The `error` listener of a checked-out client: the failure surfaces on its next query instead. */
 function ignoreCheckedOutError(): void {}
 
+/** A migration statement: no client-side read timeout either (pg treats 0 as "the connection's default", so a day). */
+function migrationQuery(text: string): QueryConfig {
+  return { text, query_timeout: 24 * 3_600_000 } as QueryConfig;
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The named queries of the three query files, bound to one connection (a pool or a transaction's client). */
 function queriesOn(db: Queryable): DriverQueries {
   return {
+    dbNow: () => jobs.dbNow(db),
     jobInsert: (row) => jobs.jobInsert(db, row),
     jobGetByKey: (ownerId, key) => jobs.jobGetByKey(db, ownerId, key),
     jobGet: (ownerId, id, forUpdate) => jobs.jobGet(db, ownerId, id, forUpdate),
@@ -178,6 +200,7 @@ export class PostgresDriver implements Driver {
   readonly #maxTxAttempts: number;
   readonly #migrationsDir: string;
   readonly #listener: WorkListener;
+  readonly #maxWaiting: number;
   #closed: Promise<void> | null = null;
 
   constructor(options: PostgresDriverOptions) {
@@ -185,23 +208,36 @@ export class PostgresDriver implements Driver {
     this.#target = describeTarget(options.connectionString);
     this.#maxTxAttempts = Math.max(1, options.maxTransactionAttempts ?? 3);
     this.#migrationsDir = options.migrationsDir ?? MIGRATIONS_DIR;
+    const statementTimeoutMs = options.statementTimeoutMs ?? 10_000;
+    const queryTimeoutMs = options.queryTimeoutMs ?? (statementTimeoutMs > 0 ? statementTimeoutMs + 2_000 : 0);
     const clientConfig: pg.ClientConfig = {
       connectionString: options.connectionString,
       application_name: options.applicationName ?? 'onejob',
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
       types: TYPES,
+      ...(statementTimeoutMs > 0 ? { statement_timeout: statementTimeoutMs } : {}),
+      ...((options.lockTimeoutMs ?? 5_000) > 0 ? { lock_timeout: options.lockTimeoutMs ?? 5_000 } : {}),
+      ...(queryTimeoutMs > 0 ? { query_timeout: queryTimeoutMs } : {}),
+      // A transaction left open by a stalled client must not hold its row locks for ever.
+      idle_in_transaction_session_timeout: Math.max(60_000, queryTimeoutMs * 2),
+      // Dead peers (a cut network) are noticed by the kernel, not only by a timeout.
+      keepAlive: true,
     };
+    this.#maxWaiting = Math.max(1, options.maxWaiting ?? 200);
     this.#pool = new pg.Pool({ ...clientConfig, max: options.max ?? 10 });
     // An idle client's error would otherwise crash the process; the pool drops that client.
     this.#pool.on('error', (e) => onBackgroundError(e));
-    this.#listener = new WorkListener(clientConfig, (e) => this.#unavailable(e), onBackgroundError);
+    // The LISTEN connection idles by design: no query timeout on it.
+    const { query_timeout: _q, idle_in_transaction_session_timeout: _i, ...listenConfig } = clientConfig;
+    this.#listener = new WorkListener(listenConfig, (e) => this.#unavailable(e), onBackgroundError);
     const autocommit = this.#mapped(this.#pool);
     const pipelines = Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10);
     if (pipelines > 0) {
-      const batcher = new JobInsertBatcher(autocommit, { maxInFlight: pipelines, isConnectionError: (e) => isConnectionError(e) || e instanceof OnejobError });
+      const maxQueued = options.maxQueued ?? 2_000;
+      const batcher = new JobInsertBatcher(autocommit, { maxInFlight: pipelines, maxQueued, isConnectionError: (e) => isConnectionError(e) || e instanceof OnejobError });
       // The reads every replay makes (by key, then the attempts) are coalesced the same way.
-      const byKey = jobGetByKeyBatcher(autocommit, pipelines);
-      const attemptsOf = attemptListByJobBatcher(autocommit, pipelines);
+      const byKey = jobGetByKeyBatcher(autocommit, pipelines, maxQueued);
+      const attemptsOf = attemptListByJobBatcher(autocommit, pipelines, maxQueued);
       this.queries = {
         ...queriesOn(autocommit),
         jobInsert: (row) => batcher.insert(row),
@@ -222,15 +258,32 @@ export class PostgresDriver implements Driver {
     return new OnejobError('database_unavailable', `PostgreSQL at ${this.#target} is unreachable: ${errorMessage(cause)}`, { cause });
   }
 
-  /** Connection failures → `database_unavailable`; anything else unchanged. */
+  /**
+   * Transient failures (a lost connection, a timeout, a serialization failure
+   * that outlived the retries) → `database_unavailable`, the cause kept;
+   * anything else (a constraint, a syntax error) unchanged.
+   */
   #mapError(e: unknown): unknown {
-    return isConnectionError(e) ? this.#unavailable(e) : e;
+    if (e instanceof OnejobError) return e;
+    if (isConnectionFailure(e)) return this.#unavailable(e);
+    if (isTransientDatabaseError(e)) {
+      return new OnejobError('database_unavailable', `PostgreSQL at ${this.#target} could not complete the statement now: ${errorMessage(e)}`, { cause: e });
+    }
+    return e;
+  }
+
+  /** Refuses at once when too many callers already wait for a pooled connection (backpressure). */
+  #checkWaiting(): void {
+    if (this.#pool.waitingCount >= this.#maxWaiting) {
+      throw new OnejobError('unavailable', `${this.#pool.waitingCount} database calls are already waiting for a connection to ${this.#target}`);
+    }
   }
 
   /** `target` with its errors mapped by {@link #mapError}. */
   #mapped(target: { query(config: QueryConfig): Promise<QueryResult> }): Queryable {
     return {
       query: async <R extends QueryResultRow>(config: QueryConfig): Promise<QueryResult<R>> => {
+        if (target === this.#pool) this.#checkWaiting();
         try {
           return (await target.query(config)) as QueryResult<R>;
         } catch (e) {
@@ -248,6 +301,7 @@ export class PostgresDriver implements Driver {
    */
   async #connect(): Promise<PoolClient> {
     if (this.#closed) throw new OnejobError('database_unavailable', 'the PostgreSQL driver is closed');
+    this.#checkWaiting();
     let client: PoolClient;
     try {
       client = await this.#pool.connect();
@@ -314,6 +368,8 @@ export class PostgresDriver implements Driver {
     let broken: Error | undefined;
     try {
       await client.query('BEGIN');
+      // A migration may rewrite a large table: none of the serving timeouts apply to it.
+      await client.query(migrationQuery('SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0'));
       await client.query({ text: 'SELECT pg_advisory_xact_lock($1)', values: [MIGRATION_LOCK_KEY] });
       await client.query(
         'CREATE TABLE IF NOT EXISTS onejob_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())',
@@ -331,7 +387,7 @@ export class PostgresDriver implements Driver {
           values: [file.version, file.name],
         });
         try {
-          await client.query(file.sql);
+          await client.query(migrationQuery(file.sql));
         } catch (e) {
           if (isConnectionError(e)) throw e;
           throw new OnejobError('internal', `migration ${String(file.version).padStart(4, '0')}_${file.name} failed: ${errorMessage(e)}`, { cause: e });

@@ -11,6 +11,7 @@
  * batch of one runs the single-row query as before. If a batched statement
  * fails, each call is retried alone, so an error reaches only its caller.
  */
+import { OnejobError } from '../../core/errors.ts';
 import type { Attempt, Job } from '../../core/types.ts';
 import { attemptListByJob } from './attempt-queries.ts';
 import { jobGetByKey } from './job-queries.ts';
@@ -29,6 +30,8 @@ export interface ReadBatcherOptions<K, V> {
   readonly maxInFlight?: number | undefined;
   /** Most distinct keys in one statement. Default 500. */
   readonly maxBatch?: number | undefined;
+  /** Most distinct keys waiting; a call for one more is refused at once with `unavailable`. Default 2 000. */
+  readonly maxQueued?: number | undefined;
 }
 
 interface Waiter<V> {
@@ -44,12 +47,26 @@ export class ReadBatcher<K, V> {
   #inFlight = 0;
 
   constructor(options: ReadBatcherOptions<K, V>) {
-    this.#o = { ...options, maxInFlight: Math.max(1, options.maxInFlight ?? 2), maxBatch: Math.max(1, options.maxBatch ?? 500) };
+    this.#o = {
+      ...options,
+      maxInFlight: Math.max(1, options.maxInFlight ?? 2),
+      maxBatch: Math.max(1, options.maxBatch ?? 500),
+      maxQueued: Math.max(1, options.maxQueued ?? 2_000),
+    };
   }
 
+  /** Distinct keys waiting to be sent. */
+  get queued(): number {
+    return this.#queue.size;
+  }
+
+  /** The value for `key`. @throws OnejobError `unavailable` (rejects) when `maxQueued` keys already wait. */
   get(key: K): Promise<V> {
+    const k = this.#o.keyOf(key);
+    if (!this.#queue.has(k) && this.#queue.size >= this.#o.maxQueued && this.#inFlight >= this.#o.maxInFlight) {
+      return Promise.reject(new OnejobError('unavailable', `${this.#queue.size} reads are already waiting for the database`));
+    }
     return new Promise((resolve, reject) => {
-      const k = this.#o.keyOf(key);
       const entry = this.#queue.get(k);
       if (entry) entry.waiters.push({ resolve, reject });
       else this.#queue.set(k, { key, waiters: [{ resolve, reject }] });
@@ -90,7 +107,12 @@ export class ReadBatcher<K, V> {
     let results: Map<string, V>;
     try {
       results = await this.#o.many(batch.map(([, e]) => e.key));
-    } catch {
+    } catch (e) {
+      // A lost connection fails every waiter at once; anything else is retried key by key.
+      if (e instanceof OnejobError) {
+        for (const [, entry] of batch) for (const w of entry.waiters) w.reject(e);
+        return;
+      }
       await Promise.all(batch.map(([, e]) => settleOne(e.key, e.waiters)));
       return;
     }
@@ -120,10 +142,11 @@ type Pair = readonly [string, string];
 const pairKey = (p: Pair): string => `${p[0].length}:${p[0]}\u0000${p[1]}`;
 
 /** `jobGetByKey` coalesced over `db` (autocommit only). */
-export function jobGetByKeyBatcher(db: Queryable, maxInFlight?: number): ReadBatcher<Pair, Job | null> {
+export function jobGetByKeyBatcher(db: Queryable, maxInFlight?: number, maxQueued?: number): ReadBatcher<Pair, Job | null> {
   return new ReadBatcher<Pair, Job | null>({
     keyOf: pairKey,
     maxInFlight,
+    maxQueued,
     one: ([ownerId, key]) => jobGetByKey(db, ownerId, key),
     many: async (pairs) => {
       const res = await db.query<JobRow>({ ...JOB_GET_BY_KEYS_SQL, values: [pairs.map((p) => p[0]), pairs.map((p) => p[1])] });
@@ -135,10 +158,11 @@ export function jobGetByKeyBatcher(db: Queryable, maxInFlight?: number): ReadBat
 }
 
 /** `attemptListByJob` coalesced over `db` (autocommit only). */
-export function attemptListByJobBatcher(db: Queryable, maxInFlight?: number): ReadBatcher<Pair, Attempt[]> {
+export function attemptListByJobBatcher(db: Queryable, maxInFlight?: number, maxQueued?: number): ReadBatcher<Pair, Attempt[]> {
   return new ReadBatcher<Pair, Attempt[]>({
     keyOf: pairKey,
     maxInFlight,
+    maxQueued,
     one: ([ownerId, jobId]) => attemptListByJob(db, ownerId, jobId),
     many: async (pairs) => {
       const res = await db.query<AttemptRow>({ ...ATTEMPT_LIST_BY_JOB_PAIRS_SQL, values: [pairs.map((p) => p[0]), pairs.map((p) => p[1])] });

@@ -24,7 +24,12 @@ UPDATE attempts SET lease_expires_at = @leaseExpiresAt
 WHERE lease_owner = @leaseOwner AND lease_token IN (SELECT value FROM json_each(@tokens)) AND lease_expires_at > @now
 RETURNING lease_token`;
 
+/** Expired leases, then running attempts with no lease at all (refused by the schema; found should one slip through). */
 export const ATTEMPT_LIST_LEASE_EXPIRED = `
-SELECT * FROM attempts
-WHERE lease_owner IS NOT NULL AND lease_expires_at < ? AND state IN ('starting', 'running')
-ORDER BY lease_expires_at LIMIT ?`;
+SELECT * FROM (SELECT * FROM attempts
+  WHERE lease_owner IS NOT NULL AND lease_expires_at < @now AND state IN ('starting', 'running')
+  ORDER BY lease_expires_at LIMIT @limit)
+UNION ALL
+SELECT * FROM (SELECT * FROM attempts
+  WHERE state = 'running' AND lease_owner IS NULL
+  ORDER BY started_at LIMIT @limit)`;

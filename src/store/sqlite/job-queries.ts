@@ -32,3 +32,6 @@ WHERE owner_id = @ownerId AND id = @id AND version = @expectedVersion AND comple
 
 /** SQLite has one writer at a time: the write transaction is the lock, so no SKIP LOCKED is needed. */
 export const JOB_LIST_QUEUED = `SELECT * FROM jobs WHERE state = 'queued' ORDER BY created_at LIMIT ?`;
+
+/** The database's clock in epoch milliseconds (see `DriverQueries.dbNow`). */
+export const DB_NOW = `SELECT CAST(round(unixepoch('subsec') * 1000) AS INTEGER) AS now`;

@@ -16,6 +16,12 @@
  * worker's queue orders them. Everything waits in one FIFO, so nobody starves.
  * Across processes, `BEGIN IMMEDIATE` and the busy timeout serialize writers.
  *
+ * Bounds: the gate, the group-commit queue and the worker's queue each hold
+ * at most `maxQueued` calls; one more is refused at once with `unavailable`.
+ * Several processes on one file: `busy_timeout` makes a writer wait for the
+ * lock; a call that still finds it taken (`SQLITE_BUSY`) runs again, a
+ * transaction as a whole.
+ *
  * If the worker dies, every waiting and later call fails with
  * `database_unavailable` (the driver does not restart it).
  */
@@ -29,6 +35,7 @@ import type {
   JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, LeaseExtendParams, MigrationResult,
 } from '../driver.ts';
 import { loadMigrations } from '../migration-files.ts';
+import { isTransientDatabaseError } from '../transient-errors.ts';
 import * as A from './attempt-queries.ts';
 import * as AD from './admin-queries.ts';
 import * as C from './certification-queries.ts';
@@ -40,8 +47,20 @@ import * as J from './job-queries.ts';
 export interface SqliteDriverOptions {
   /** A file path, or `:memory:`. */
   readonly path: string;
-  /** How long a writer waits for another process's lock; default 5000 ms. */
+  /** How long a writer waits for another process's lock (`busy_timeout`); default 5000 ms. */
   readonly busyTimeoutMs?: number;
+  /**
+   * How many times a call runs at most when another process still holds the
+   * lock after `busyTimeoutMs` (`SQLITE_BUSY`): a transaction re-runs as a
+   * whole, after a short jittered pause. Default 4.
+   */
+  readonly maxBusyAttempts?: number;
+  /**
+   * Most calls waiting for the connection (the gate, the group-commit queue
+   * and the worker's queue, each); one more is refused at once with
+   * `unavailable`, nothing sent. Default 2 000.
+   */
+  readonly maxQueued?: number;
 }
 
 type Row = Record<string, unknown>;
@@ -94,7 +113,7 @@ export async function openSqliteDriver(options: SqliteDriverOptions): Promise<Dr
     // Only our own listeners: the Worker keeps internal ones (its port's referencing) that must stay.
     worker.off('message', onMessage).off('error', onError).off('exit', onExit);
   }
-  return new SqliteDriver(worker, options.path);
+  return new SqliteDriver(worker, options.path, { maxBusyAttempts: options.maxBusyAttempts ?? 4, maxQueued: options.maxQueued ?? 2_000 });
 }
 
 class SqliteDriver implements Driver {
@@ -112,10 +131,14 @@ class SqliteDriver implements Driver {
   #held = false;
   /** FIFO of work waiting for the gate; each entry returns whether it now holds it. */
   #gate: (() => boolean)[] = [];
+  readonly #maxBusyAttempts: number;
+  readonly #maxQueued: number;
 
-  constructor(worker: Worker, path: string) {
+  constructor(worker: Worker, path: string, limits: { maxBusyAttempts: number; maxQueued: number }) {
     this.#worker = worker;
     this.#path = path;
+    this.#maxBusyAttempts = Math.max(1, limits.maxBusyAttempts);
+    this.#maxQueued = Math.max(1, limits.maxQueued);
     worker.on('message', (r: Reply) => this.#onReply(r));
     worker.on('error', (e) => this.#fail(`the SQLite worker failed: ${e.message}`, e));
     worker.on('messageerror', (e) => {
@@ -124,11 +147,43 @@ class SqliteDriver implements Driver {
     });
     worker.on('exit', (code) => this.#fail(`the SQLite worker exited (code ${code})`, undefined));
     worker.unref(); // referenced only while a reply is awaited, like a socket with a request on it
-    const auto = this.#makeQueries((k, s, p) => this.#auto({ t: 'q', tx: 0, k, s, p }));
-    this.queries = { ...auto, jobInsert: this.#insertGrouped };
+    const auto = this.#makeQueries((k, s, p) => this.#whileBusy(() => this.#auto({ t: 'q', tx: 0, k, s, p })));
+    this.queries = { ...auto, jobInsert: (row) => this.#whileBusy(() => this.#insertGrouped(row)) };
   }
 
-  async transaction<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T> {
+  /**
+   * Runs `op` again while it fails with `SQLITE_BUSY`/`SQLITE_LOCKED` (another
+   * process held the lock past the busy timeout), at most `maxBusyAttempts`
+   * times; a transient failure that remains becomes `database_unavailable`.
+   */
+  async #whileBusy<T>(op: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await op();
+      } catch (e) {
+        if (e instanceof OnejobError || !isTransientDatabaseError(e)) throw e;
+        if (attempt >= this.#maxBusyAttempts) {
+          throw new OnejobError('database_unavailable', `SQLite database ${this.#path} stayed locked by another process: ${(e as Error).message}`, { cause: e });
+        }
+        await new Promise((r) => setTimeout(r, 10 * attempt + Math.random() * 40));
+      }
+    }
+  }
+
+  #refuseIfFull(waiting: number, what: string): void {
+    if (waiting >= this.#maxQueued) throw new OnejobError('unavailable', `${waiting} ${what} are already waiting for the SQLite database ${this.#path}`);
+  }
+
+  /**
+   * Runs `fn` in one `BEGIN IMMEDIATE` transaction. `SQLITE_BUSY` (another
+   * process kept the write lock past the busy timeout) rolls back and runs
+   * `fn` again (see {@link #whileBusy}), so `fn` must touch nothing but the database.
+   */
+  transaction<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T> {
+    return this.#whileBusy(() => this.#transactionOnce(fn));
+  }
+
+  async #transactionOnce<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T> {
     return this.#exclusive(async () => {
       const tx = { begun: false, done: false };
       // BEGIN IMMEDIATE travels with the first statement (one round trip fewer); a transaction with no statement sends nothing.
@@ -239,12 +294,23 @@ class SqliteDriver implements Driver {
 
   /** A self-contained request: posted once no transaction holds the gate; does not hold it. */
   #auto<T>(msg: Request): Promise<T> {
+    try {
+      this.#refuseIfFull(this.#gate.length, 'calls');
+      this.#refuseIfFull(this.#pending.size, 'statements');
+    } catch (e) {
+      return Promise.reject(e);
+    }
     if (!this.#held && this.#gate.length === 0) return this.#send<T>(msg);
     return new Promise<T>((resolve, reject) => this.#gate.push(() => (this.#send<T>(msg).then(resolve, reject), false)));
   }
 
   /** Holds the gate while `fn` runs (a transaction). */
   #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      this.#refuseIfFull(this.#gate.length, 'transactions');
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return new Promise<T>((resolve, reject) =>
       this.#whenFree(() => {
         if (this.#closed || this.#dead) {
@@ -267,6 +333,10 @@ class SqliteDriver implements Driver {
    */
   readonly #insertGrouped = (row: JobInsertRow): Promise<Job | null> =>
     new Promise((resolve, reject) => {
+      if (this.#insertQueue.length >= this.#maxQueued) {
+        reject(new OnejobError('unavailable', `${this.#insertQueue.length} job inserts are already waiting for the SQLite database ${this.#path}`));
+        return;
+      }
       this.#insertQueue.push({ args: [jobInsertParams(row)], resolve, reject });
       this.#pumpInserts();
     });
@@ -313,6 +383,7 @@ class SqliteDriver implements Driver {
     const all = (sql: string, ...args: unknown[]) => exec('all', sql, args) as Promise<Row[]>;
     const run = (sql: string, ...args: unknown[]) => exec('run', sql, args) as Promise<number>;
     return {
+      dbNow: async () => new Date(Number((await get(J.DB_NOW))!.now)),
       jobInsert: async (r: JobInsertRow) => mapOne(await get(J.JOB_INSERT, jobInsertParams(r)), toJob),
       jobGetByKey: async (ownerId, key) => mapOne(await get(J.JOB_GET_BY_KEY, ownerId, key), toJob),
       jobGet: async (ownerId, id) => mapOne(await get(J.JOB_GET, ownerId, id), toJob),
@@ -350,7 +421,7 @@ class SqliteDriver implements Driver {
       attemptExtendLeases: async (p: LeaseExtendParams) =>
         (await all(A.ATTEMPT_EXTEND_LEASES, { leaseOwner: p.leaseOwner, tokens: json(p.leaseTokens), leaseExpiresAt: p.leaseExpiresAt.getTime(), now: p.now.getTime() }))
           .map((r) => String(r.lease_token)),
-      attemptListLeaseExpired: async (now, limit) => (await all(A.ATTEMPT_LIST_LEASE_EXPIRED, now.getTime(), limit)).map(toAttempt),
+      attemptListLeaseExpired: async (now, limit) => (await all(A.ATTEMPT_LIST_LEASE_EXPIRED, { now: now.getTime(), limit })).map(toAttempt),
 
       eventInsert: async (rows: readonly EventInsertRow[]) => {
         if (rows.length === 0) return;

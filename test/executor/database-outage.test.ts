@@ -1,0 +1,94 @@
+/**
+ * The database goes away while providers' answers are in flight (CONTRACT:
+ * a paid result is never dropped because a write failed).
+ *
+ * A private PostgreSQL server (test/support/private-postgres.ts; the shared
+ * one at 5432 is never stopped) is stopped with `pg_ctl stop -m fast` (every
+ * connection terminated, 57P01, then refused) for about 5 s while ten
+ * providers answer, and started again: every job must end with its own
+ * provider's answer, each provider called once.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Executor } from '../../src/executor/executor.ts';
+import { createProvider } from '../../src/providers/create-provider.ts';
+import type { JobStore } from '../../src/store/job-store.ts';
+import { openStore } from '../../src/store/open-store.ts';
+import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
+import { postgresSkipReason } from '../support/postgres.ts';
+import { startPrivatePostgres, type PrivatePostgres } from '../support/private-postgres.ts';
+
+const OWNER = 'alice';
+const JOBS = 10;
+
+describe.skipIf(Boolean(postgresSkipReason()))('a PostgreSQL outage while answers are in flight (private server)', () => {
+  let pg: PrivatePostgres;
+  let store: JobStore;
+  let fake: FakeProvider;
+
+  beforeAll(async () => {
+    pg = await startPrivatePostgres();
+    store = await openStore(pg.url, { poolSize: 10 });
+    await store.migrate();
+    fake = await startFakeProvider();
+  }, 120_000);
+  afterAll(async () => {
+    await fake?.close();
+    await store?.close();
+    await pg?.destroy();
+  });
+
+  it('stopped for 5 s, then started: every job ends with its provider\'s answer, each provider called once', async () => {
+    fake.setDefault({ gate: 'answers', reply: 'the paid answer' });
+    const provider = createProvider('primary', { type: 'openai', baseUrl: `${fake.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 60_000 });
+    const executor = new Executor({
+      store, providers: new Map([['primary', provider]]), routes: { work: { hedgeAfterMs: null } },
+      leaseMs: 30_000, pollMs: 200, runningMarkDelayMs: 0, writeRetryBaseMs: 50,
+    });
+    const retries: string[] = [];
+    const abandoned: string[] = [];
+    executor.events.on('attempt:write_retry', (a) => retries.push(a.id));
+    executor.events.on('attempt:write_abandoned', (a) => abandoned.push(a.id));
+    executor.events.on('error', () => undefined);
+    await executor.start();
+    try {
+      const jobs = await Promise.all(Array.from({ length: JOBS }, (_, i) =>
+        store.createJob({ ownerId: OWNER, idempotencyKey: `outage-${i}`, route: 'work', input: { messages: [{ role: 'user', content: `q${i}` }] }, providers: ['primary'] }).then((r) => r.job)));
+      await fake.waitForCalls(JOBS);
+      for (;;) {
+        const page = await store.listJobs({ ownerId: OWNER, limit: 50 });
+        if (page.jobs.every((j) => j.attempts[0]?.state === 'running')) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+
+      await pg.stop();
+      // The answers arrive while the database is down: every settle fails and is tried again.
+      fake.release('answers');
+      await fake.waitForResult(JOBS);
+      await new Promise((r) => setTimeout(r, 5_000));
+      expect(retries.length).toBeGreaterThan(0);
+      await pg.start();
+
+      for (const j of jobs) {
+        const deadline = Date.now() + 30_000;
+        for (;;) {
+          const job = await store.getJob(OWNER, j.id).catch(() => null);
+          if (job?.state === 'succeeded') break;
+          if (Date.now() > deadline) throw new Error(`job ${j.id} did not succeed: ${JSON.stringify({ state: job?.state, attempts: job?.attempts.map((a) => [a.state, a.error?.code]) })}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      for (const j of jobs) {
+        const job = (await store.getJob(OWNER, j.id))!;
+        expect(job.attempts.map((a) => a.state)).toEqual(['succeeded']);
+        expect(job.result).toMatchObject({ content: 'the paid answer', provider: 'primary' });
+      }
+      expect(abandoned).toEqual([]);
+      const keys = fake.calls.map((c) => c.idempotencyKey);
+      expect(keys).toHaveLength(JOBS);
+      expect(new Set(keys).size).toBe(JOBS);
+    } finally {
+      await executor.stop(1_000);
+      await provider.close();
+    }
+  }, 120_000);
+});
