@@ -19,6 +19,7 @@ import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '..
 import { createProvider } from '../providers/create-provider.ts';
 import type { Provider, ProviderConfig } from '../providers/provider.ts';
 import type { Store } from '../store/store.ts';
+import { pricingOf } from '../config/pricing.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -109,6 +110,7 @@ export class Runtime {
       routes: this.config.routes,
       eligible: this.eligible,
       checkOutput: this.checkOutput,
+      pricing: pricingOf(this.config),
       logger: this.#logger,
       ...options,
     });

@@ -121,7 +121,7 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       if (body.state === 'succeeded') outcome = { state: 'succeeded', result: body.result };
       else if (body.state === 'failed') outcome = { state: 'failed', error: resolutionError(body.error, 'failed') };
       else outcome = { state: 'cancelled', error: body.error === undefined ? undefined : resolutionError(body.error, 'cancelled') };
-      const settled = await store.settleAttempt({ ownerId: request.owner, attemptId, outcome, actor: 'api' });
+      const settled = await store.settleAttempt({ ownerId: request.owner, attemptId, outcome, actor: 'api', reason: body.reason });
       bindLog(request, reply, { job_id: settled.job.id });
       metrics.attempts.inc({ state: settled.attempt.state });
       if (settled.failover) metrics.attempts.inc({ state: settled.failover.state });

@@ -22,6 +22,8 @@ import * as attempts from './attempt-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
+import type { InsightQueries } from '../insight-queries.ts';
+import { insightQueriesOn } from './insight-queries.ts';
 import { JobInsertBatcher } from './job-insert-batcher.ts';
 import { attemptListByJobBatcher, jobGetByKeyBatcher } from './read-batcher.ts';
 import type { Queryable } from './queryable.ts';
@@ -160,6 +162,7 @@ export class PostgresDriver implements Driver {
   readonly name = 'postgres';
   readonly capabilities = CAPABILITIES;
   readonly queries: DriverQueries;
+  readonly insights: InsightQueries;
 
   readonly #pool: pg.Pool;
   readonly #target: string;
@@ -184,6 +187,7 @@ export class PostgresDriver implements Driver {
     this.#pool.on('error', (e) => onBackgroundError(e));
     this.#listener = new WorkListener(clientConfig, (e) => this.#unavailable(e), onBackgroundError);
     const autocommit = this.#mapped(this.#pool);
+    this.insights = insightQueriesOn(autocommit);
     const pipelines = Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10);
     if (pipelines > 0) {
       const batcher = new JobInsertBatcher(autocommit, { maxInFlight: pipelines, isConnectionError: (e) => isConnectionError(e) || e instanceof OnejobError });
