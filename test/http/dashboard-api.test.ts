@@ -265,7 +265,7 @@ describe('GET /v1/certifications', () => {
         ['checked', 'a', 'passed', true, 'ma'],
         ['checked', 'b', 'void', true, 'old-model'],
         ['checked', 'c', 'not_certified', true, null],
-        ['free', 'a', 'not_required', null, 'ma'],
+        ['free', 'a', 'not_required', null, null],
       ]);
       expect(res.json().data[0]).toMatchObject({ model: 'ma', eligible: true, reason: null, certification: { passed: true, verified_at: at.toISOString(), report: { cases: 1 } } });
       expect((await app.inject({ method: 'GET', url: '/v1/certifications' })).statusCode).toBe(401);

@@ -78,8 +78,13 @@ function Shell({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
     api.get<{ data: unknown[] }>('/v1/jobs?state=unknown&order=oldest&limit=100').then((r) => setDoubtCount(r.data.length), () => undefined);
   }, [api, tick]);
   const section = route.path[0] ?? 'jobs';
-  // Move focus to the new screen's heading, for keyboard and screen-reader users.
+  // After a navigation (not on first load), move focus to the new screen's heading, for keyboard and screen-reader users.
+  const firstRoute = useRef(true);
   useEffect(() => {
+    if (firstRoute.current) {
+      firstRoute.current = false;
+      return;
+    }
     main.current?.querySelector<HTMLElement>('h1')?.focus({ preventScroll: true });
   }, [route.path.join('/')]);
   let screen;

@@ -4,9 +4,10 @@
 export function usd(v: number | null | undefined): string {
   if (v === null || v === undefined) return '—';
   if (v === 0) return '$0';
-  const abs = Math.abs(v);
-  const digits = abs >= 1 ? 2 : abs >= 0.01 ? 4 : 6;
-  return `$${v.toFixed(digits)}`;
+  // Costs are whole micro-dollars: six decimals at most, trailing zeros dropped, at least two.
+  const text = v.toFixed(6).replace(/0+$/, '');
+  const [whole = '0', frac = ''] = text.split('.');
+  return `$${whole}.${frac.padEnd(2, '0')}`;
 }
 
 /** A whole number with thousands separators. */
@@ -37,9 +38,16 @@ export function duration(ms: number): string {
   return `${Math.round(ms / 60_000)} min`;
 }
 
-/** The first characters of an id, for tight cells. */
+/** The first characters of a text, for tight cells. */
 export function short(id: string, n = 14): string {
   return id.length <= n ? id : `${id.slice(0, n)}…`;
+}
+
+/** An id's distinguishing end (onejob ids start with a timestamp, so their heads look alike): `job_…3b175a974146`. */
+export function idTail(id: string, n = 12): string {
+  const cut = id.indexOf('_');
+  const prefix = cut > 0 ? id.slice(0, cut + 1) : '';
+  return id.length <= prefix.length + n ? id : `${prefix}…${id.slice(-n)}`;
 }
 
 /** A percentage of `part` in `whole`, or "—". */

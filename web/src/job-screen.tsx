@@ -65,7 +65,8 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
   );
 }
 
-function EventLog({ events }: { events: JobEvent[] }) {
+function EventLog({ events, attempts }: { events: JobEvent[]; attempts: Attempt[] }) {
+  const numberOf = new Map(attempts.map((a) => [a.id, `#${a.number} ${a.provider}`]));
   return (
     <div class="overflow-auto">
       <table class="events-table">
@@ -80,7 +81,7 @@ function EventLog({ events }: { events: JobEvent[] }) {
               <tr data-event={e.type}>
                 <td class="nowrap small">{when(e.at)}</td>
                 <td class="mono small">{e.type}</td>
-                <td class="mono small">{e.attempt_id ? e.attempt_id.slice(0, 12) : ''}</td>
+                <td class="small nowrap" title={e.attempt_id ?? ''}>{e.attempt_id ? (numberOf.get(e.attempt_id) ?? e.attempt_id) : ''}</td>
                 <td class="small">
                   {actor !== undefined && actor !== null && <span class="muted">by {String(actor)} </span>}
                   {reason !== undefined && <span class="reason">“{typeof reason === 'string' ? reason : JSON.stringify(reason)}” </span>}
@@ -141,7 +142,7 @@ export function JobScreen({ api, id, tick }: { api: Api; id: string; tick: numbe
           <tbody>
             {j.attempts.map((a) => (
               <tr data-attempt={a.id} data-state={a.state}>
-                <td>{a.number}{j.completed_by === a.id && <span title="winner" aria-label="winner"> ★</span>}</td>
+                <td class="nowrap">{a.number}{j.completed_by === a.id && <span title="winner" aria-label="winner"> ★</span>}</td>
                 <td>{a.provider} <span class="muted small">{a.kind}</span></td>
                 <td><StateBadge state={a.state} /></td>
                 <td class="num">{count(a.usage?.prompt_tokens)}</td>
@@ -167,7 +168,7 @@ export function JobScreen({ api, id, tick }: { api: Api; id: string; tick: numbe
 
       <h2>Event log</h2>
       <ErrorNote error={events.error} />
-      <EventLog events={events.data?.data ?? []} />
+      <EventLog events={events.data?.data ?? []} attempts={j.attempts} />
     </section>
   );
 }

@@ -1,7 +1,7 @@
 /** The jobs list: filters (state, route, provider, created time), search by id or key, cursor paging. */
 import { useState } from 'preact/hooks';
 import type { Api, Certification, Job } from './api.ts';
-import { ago, count, short, usd, when } from './format.ts';
+import { ago, count, idTail, short, usd, when } from './format.ts';
 import { ErrorNote, StateBadge, go, useLoad } from './ui.tsx';
 
 const STATES = ['queued', 'running', 'unknown', 'succeeded', 'failed', 'cancelled'];
@@ -108,8 +108,8 @@ export function JobsScreen({ api, query, tick }: { api: Api; query: URLSearchPar
             {jobs.map((j) => (
               <tr data-job={j.id}>
                 <td>
-                  <a href={`#/jobs/${encodeURIComponent(j.id)}`} class="mono">{short(j.id, 18)}</a>
-                  <div class="muted mono small" title="Idempotency-Key">{short(j.idempotency_key, 28)}</div>
+                  <a href={`#/jobs/${encodeURIComponent(j.id)}`} class="mono" title={`Idempotency-Key ${j.idempotency_key}`}>{short(j.idempotency_key, 32)}</a>
+                  <div class="muted mono small" title={j.id}>{idTail(j.id)}</div>
                 </td>
                 <td><StateBadge state={j.state} /></td>
                 <td>{j.route}</td>

@@ -72,7 +72,7 @@ interface Group {
 }
 
 export function SpendScreen({ api, tick }: { api: Api; tick: number }) {
-  const [rangeId, setRangeId] = useState<(typeof RANGES)[number]['id']>('24h');
+  const [rangeId, setRangeId] = useState<(typeof RANGES)[number]['id']>('1h');
   const range = RANGES.find((r) => r.id === rangeId)!;
   const [until, setUntil] = useState(() => Date.now());
   useEffect(() => setUntil(Date.now()), [tick, rangeId]);

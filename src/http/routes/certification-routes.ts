@@ -103,7 +103,8 @@ export function registerCertificationRoutes(app: FastifyInstance, ctx: AppContex
           else if (mine.length > 0) status = CertificationStatus.Void;
           else status = CertificationStatus.NotCertified;
           const reason = gate(provider, 'failover');
-          const deciding = exact ?? mine[0];
+          // A route without a contract is decided by no certification.
+          const deciding = rc.contract === null ? undefined : (exact ?? mine[0]);
           data.push({
             route, provider, model, contract: rc.contract, contract_fingerprint: fp, status,
             eligible: reason === null, reason, certification: deciding ? certificationBody(deciding) : null,
