@@ -1,15 +1,13 @@
 /**
  * The read model's named queries, one implementation per driver
  * (`postgres/insight-queries.ts`, `sqlite/insight-queries.ts`): what the
- * dashboard and `GET /v1/usage` read, plus the one usage write a late answer
- * needs. Internal like {@link DriverQueries}; {@link JobStore} and
+ * dashboard and `GET /v1/usage` read. Internal like {@link DriverQueries}; {@link JobStore} and
  * `store/insights.ts` are the public surface.
  *
  * Every statement filters by `owner_id`.
  */
 import type { AttemptState, JobState } from '../core/states.ts';
 import type { Job, JobEvent } from '../core/types.ts';
-import type { TokenUsage } from '../core/usage.ts';
 
 /** Parameters of {@link InsightQueries.jobSearch}. */
 export interface JobSearchParams {
@@ -58,26 +56,12 @@ export interface UsageTotalRow {
   readonly costMicros: number | null;
 }
 
-/** Parameters of {@link InsightQueries.attemptRecordUsage}. */
-export interface AttemptRecordUsageParams {
-  readonly ownerId: string;
-  readonly id: string;
-  readonly usage: TokenUsage;
-  readonly costMicros: number | null;
-}
-
 /** The read model's queries (autocommit). */
 export interface InsightQueries {
   /** The owner's jobs matching every given filter, in `order`, at most `limit`. */
   jobSearch(params: JobSearchParams): Promise<Job[]>;
   /** The owner's attempts grouped by (route, provider, state[, bucket]), ordered by those. */
   usageTotals(params: UsageTotalsParams): Promise<UsageTotalRow[]>;
-  /**
-   * Sets an attempt's usage and cost only while it has none
-   * (`… WHERE prompt_tokens IS NULL`): a late answer of an attempt that was
-   * settled another way. Returns whether it applied.
-   */
-  attemptRecordUsage(params: AttemptRecordUsageParams): Promise<boolean>;
   /** The owner's events with id greater than `afterId`, by id, at most `limit`. */
   eventListByOwner(ownerId: string, afterId: number, limit: number): Promise<JobEvent[]>;
   /** The owner's greatest event id, 0 when none. */

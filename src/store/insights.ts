@@ -6,7 +6,6 @@
  * remembers its order; usage totals are sums of integer micro-dollars done
  * by the database; the event tail reads the owner's log by id (live updates).
  */
-import type { Clock } from '../core/clock.ts';
 import { OnejobError } from '../core/errors.ts';
 import type { JobState } from '../core/states.ts';
 import type { Attempt, JobEvent, JobWithAttempts } from '../core/types.ts';
@@ -78,11 +77,9 @@ const END_OF_TIME = new Date(8.64e15);
  */
 export class Insights {
   readonly #driver: Driver;
-  readonly #clock: Clock;
 
-  constructor(driver: Driver, clock: Clock) {
+  constructor(driver: Driver) {
     this.#driver = driver;
-    this.#clock = clock;
   }
 
   /**
@@ -143,28 +140,6 @@ export class Insights {
   /** The owner's latest event id (0 when none): where a live tail starts. */
   lastEventId(ownerId: string): Promise<number> {
     return this.#driver.insights.eventLastId(ownerId);
-  }
-
-  /**
-   * Records a late answer's usage on an attempt that has none yet, and logs
-   * `attempt.usage_recorded`. Returns the attempt, or null when it already
-   * had usage (or does not exist). Prefer `store.recordLateUsage`, which also
-   * tells listeners the job changed.
-   */
-  async recordLateUsage(p: RecordLateUsageParams): Promise<Attempt | null> {
-    const applied = await this.#driver.insights.attemptRecordUsage({ ownerId: p.ownerId, id: p.attemptId, usage: p.usage, costMicros: p.costMicros });
-    if (!applied) return null;
-    const attempt = await this.#driver.queries.attemptGet(p.ownerId, p.attemptId);
-    if (!attempt) return null;
-    await this.#driver.queries.eventInsert([{
-      ownerId: p.ownerId, jobId: attempt.jobId, attemptId: attempt.id, type: 'attempt.usage_recorded', at: this.#clock.now(),
-      data: {
-        actor: p.actor ?? null, state: attempt.state,
-        usage: { prompt_tokens: p.usage.promptTokens, completion_tokens: p.usage.completionTokens, total_tokens: p.usage.totalTokens },
-        cost_micros: p.costMicros,
-      },
-    }]);
-    return attempt;
   }
 }
 

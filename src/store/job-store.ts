@@ -71,7 +71,7 @@ export class JobStore implements Store {
   constructor(driver: Driver, options: JobStoreOptions = {}) {
     this.#driver = driver;
     this.#clock = options.clock ?? systemClock;
-    this.insights = new Insights(driver, this.#clock);
+    this.insights = new Insights(driver);
   }
 
   get capabilities() {
@@ -462,9 +462,24 @@ export class JobStore implements Store {
   }
 
   async recordLateUsage(p: RecordLateUsageParams): Promise<boolean> {
-    const recorded = await this.insights.recordLateUsage(p);
-    if (recorded) this.#changed(p.ownerId, recorded.jobId);
-    return recorded !== null;
+    const jobId = await this.#driver.transaction(async (q) => {
+      const found = isPlausibleId(p.attemptId) ? await q.attemptGet(p.ownerId, p.attemptId) : null;
+      if (!found) return null;
+      // Under the job lock, like every attempt write: "no usage yet" cannot change between the read and the write.
+      const job = await this.#lockJob(q, p.ownerId, found.jobId);
+      const a = await q.attemptGet(p.ownerId, p.attemptId);
+      if (!a || a.usage !== null) return null;
+      const ok = await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: [a.state], set: { usage: p.usage, costMicros: p.costMicros } });
+      if (!ok) return null;
+      await q.eventInsert([event(job, a.id, 'attempt.usage_recorded', this.#clock.now(), {
+        actor: p.actor ?? null, state: a.state,
+        usage: { prompt_tokens: p.usage.promptTokens, completion_tokens: p.usage.completionTokens, total_tokens: p.usage.totalTokens },
+        cost_micros: p.costMicros,
+      })]);
+      return job.id;
+    });
+    if (jobId !== null) this.#changed(p.ownerId, jobId);
+    return jobId !== null;
   }
 
   // ---- internals ----------------------------------------------------------

@@ -1,8 +1,8 @@
 /**
  * Named SQL of the read model (PostgreSQL): job search, usage totals, the
- * owner's event tail, and the late-usage write. See `store/insight-queries.ts`.
+ * owner's event tail. See `store/insight-queries.ts`.
  */
-import type { AttemptRecordUsageParams, InsightQueries, JobSearchParams, UsageTotalRow, UsageTotalsParams } from '../insight-queries.ts';
+import type { InsightQueries, JobSearchParams, UsageTotalRow, UsageTotalsParams } from '../insight-queries.ts';
 import type { AttemptState } from '../../core/states.ts';
 import { EVENT_COLUMNS, JOB_COLUMNS, eventFromRow, jobFromRow, type EventRow, type JobRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
@@ -43,11 +43,6 @@ FROM attempts a JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
 WHERE a.owner_id = $1 AND a.started_at >= $2 AND a.started_at < $3
 GROUP BY 1, 2, 3, 4
 ORDER BY 4 NULLS FIRST, 1, 2, 3`,
-  },
-  recordUsage: {
-    name: 'onejob_insight_record_usage',
-    text: `UPDATE attempts SET prompt_tokens = $3, completion_tokens = $4, total_tokens = $5, cost_micros = $6
-WHERE owner_id = $1 AND id = $2 AND prompt_tokens IS NULL`,
   },
   eventsByOwner: {
     name: 'onejob_insight_events_by_owner',
@@ -94,13 +89,6 @@ export function insightQueriesOn(db: Queryable): InsightQueries {
         promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, totalTokens: r.total_tokens,
         costMicros: r.cost_micros,
       }));
-    },
-    async attemptRecordUsage(p: AttemptRecordUsageParams) {
-      const res = await db.query({
-        ...INSIGHT_SQL.recordUsage,
-        values: [p.ownerId, p.id, p.usage.promptTokens, p.usage.completionTokens, p.usage.totalTokens, p.costMicros],
-      });
-      return res.rowCount === 1;
     },
     async eventListByOwner(ownerId, afterId, limit) {
       const res = await db.query<EventRow>({ ...INSIGHT_SQL.eventsByOwner, values: [ownerId, afterId, limit] });

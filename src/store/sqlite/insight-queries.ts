@@ -1,6 +1,6 @@
 /**
  * Named SQL of the read model (SQLite): job search, usage totals, the owner's
- * event tail, and the late-usage write. Same answers as
+ * event tail. Same answers as
  * `postgres/insight-queries.ts`; timestamps are epoch milliseconds.
  */
 import type { AttemptState } from '../../core/states.ts';
@@ -41,10 +41,6 @@ WHERE a.owner_id = @ownerId AND a.started_at >= @since AND a.started_at < @until
 GROUP BY 1, 2, 3, 4
 ORDER BY 4 NULLS FIRST, 1, 2, 3`;
 
-export const INSIGHT_RECORD_USAGE = `
-UPDATE attempts SET prompt_tokens = @promptTokens, completion_tokens = @completionTokens, total_tokens = @totalTokens, cost_micros = @costMicros
-WHERE owner_id = @ownerId AND id = @id AND prompt_tokens IS NULL`;
-
 export const INSIGHT_EVENTS_BY_OWNER = `SELECT * FROM job_events WHERE owner_id = ? AND id > ? ORDER BY id LIMIT ?`;
 
 export const INSIGHT_EVENT_LAST_ID = `SELECT coalesce(max(id), 0) AS id FROM job_events WHERE owner_id = ?`;
@@ -55,7 +51,6 @@ type Row = Record<string, unknown>;
 export interface SqliteExec {
   all(sql: string, ...args: unknown[]): Promise<Row[]>;
   get(sql: string, ...args: unknown[]): Promise<Row | undefined>;
-  run(sql: string, ...args: unknown[]): Promise<number>;
 }
 
 /** The read model's queries over the driver's statement runner and row mappers. */
@@ -78,13 +73,6 @@ export function sqliteInsightQueries(db: SqliteExec, map: { job(r: Row): Job; ev
         promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
         costMicros: r.cost_micros === null ? null : Number(r.cost_micros),
       }));
-    },
-    async attemptRecordUsage(p) {
-      const changed = await db.run(INSIGHT_RECORD_USAGE, {
-        ownerId: p.ownerId, id: p.id, promptTokens: p.usage.promptTokens, completionTokens: p.usage.completionTokens,
-        totalTokens: p.usage.totalTokens, costMicros: p.costMicros,
-      });
-      return changed === 1;
     },
     async eventListByOwner(ownerId, afterId, limit) {
       return (await db.all(INSIGHT_EVENTS_BY_OWNER, ownerId, afterId, limit)).map(map.event);

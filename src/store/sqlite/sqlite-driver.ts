@@ -128,7 +128,7 @@ class SqliteDriver implements Driver {
     const auto = this.#makeQueries((k, s, p) => this.#auto({ t: 'q', tx: 0, k, s, p }));
     this.queries = { ...auto, jobInsert: this.#insertGrouped };
     const exec = (k: Kind) => (sql: string, ...args: unknown[]) => this.#auto<never>({ t: 'q', tx: 0, k, s: sql, p: args });
-    this.insights = sqliteInsightQueries({ all: exec('all'), get: exec('get'), run: exec('run') }, { job: toJob, event: toEvent });
+    this.insights = sqliteInsightQueries({ all: exec('all'), get: exec('get') }, { job: toJob, event: toEvent });
   }
 
   async transaction<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T> {
