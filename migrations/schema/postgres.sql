@@ -14,12 +14,22 @@ CREATE TABLE public.attempts (
     lease_owner text,
     lease_token text,
     lease_expires_at timestamp with time zone,
+    prompt_tokens bigint,
+    completion_tokens bigint,
+    total_tokens bigint,
+    cost_micros bigint,
+    CONSTRAINT attempts_completion_tokens_check CHECK ((completion_tokens >= 0)),
+    CONSTRAINT attempts_cost_micros_check CHECK ((cost_micros >= 0)),
+    CONSTRAINT attempts_cost_needs_usage CHECK (((cost_micros IS NULL) OR (prompt_tokens IS NOT NULL))),
     CONSTRAINT attempts_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text, 'superseded'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT attempts_kind_check CHECK ((kind = ANY (ARRAY['first'::text, 'failover'::text, 'hedge'::text, 'manual'::text]))),
     CONSTRAINT attempts_lease_complete CHECK (((lease_owner IS NULL) = (lease_expires_at IS NULL))),
     CONSTRAINT attempts_number_check CHECK ((number >= 1)),
+    CONSTRAINT attempts_prompt_tokens_check CHECK ((prompt_tokens >= 0)),
     CONSTRAINT attempts_running_has_lease CHECK (((state <> 'running'::text) OR (lease_owner IS NOT NULL))),
-    CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'unknown'::text, 'superseded'::text])))
+    CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'unknown'::text, 'superseded'::text]))),
+    CONSTRAINT attempts_total_tokens_check CHECK ((total_tokens >= 0)),
+    CONSTRAINT attempts_usage_complete CHECK ((((prompt_tokens IS NULL) = (completion_tokens IS NULL)) AND ((prompt_tokens IS NULL) = (total_tokens IS NULL))))
 );
 
 CREATE TABLE public.certifications (
@@ -120,6 +130,8 @@ CREATE INDEX attempts_claimable_idx ON public.attempts USING btree (started_at) 
 CREATE INDEX attempts_leased_idx ON public.attempts USING btree (lease_expires_at) WHERE (lease_owner IS NOT NULL);
 
 CREATE INDEX attempts_orphan_idx ON public.attempts USING btree (started_at) WHERE ((state = 'running'::text) AND (lease_owner IS NULL));
+
+CREATE INDEX attempts_owner_started_idx ON public.attempts USING btree (owner_id, started_at);
 
 CREATE INDEX attempts_unknown_idx ON public.attempts USING btree (started_at) WHERE (state = 'unknown'::text);
 

@@ -25,7 +25,7 @@ CREATE TABLE attempts (
   error            TEXT,
   lease_owner      TEXT,
   lease_token      TEXT,
-  lease_expires_at INTEGER,
+  lease_expires_at INTEGER, prompt_tokens INTEGER CHECK (prompt_tokens >= 0), completion_tokens INTEGER CHECK (completion_tokens >= 0 AND (completion_tokens IS NULL) = (prompt_tokens IS NULL)), total_tokens INTEGER CHECK (total_tokens >= 0 AND (total_tokens IS NULL) = (prompt_tokens IS NULL)), cost_micros INTEGER CHECK (cost_micros >= 0 AND (cost_micros IS NULL OR prompt_tokens IS NOT NULL)),
   PRIMARY KEY (owner_id, id),
   CONSTRAINT attempts_job_number_unique UNIQUE (owner_id, job_id, number),
   CONSTRAINT attempts_job_fk FOREIGN KEY (owner_id, job_id) REFERENCES jobs (owner_id, id),
@@ -92,6 +92,8 @@ CREATE INDEX attempts_claimable_idx ON attempts (started_at) WHERE state = 'star
 CREATE INDEX attempts_leased_idx ON attempts (lease_expires_at) WHERE lease_owner IS NOT NULL;
 
 CREATE INDEX attempts_orphan_idx ON attempts (started_at) WHERE state = 'running' AND lease_owner IS NULL;
+
+CREATE INDEX attempts_owner_started_idx ON attempts (owner_id, started_at);
 
 CREATE INDEX attempts_unknown_idx ON attempts (started_at) WHERE state = 'unknown';
 

@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type { OnejobConfig } from '../config/config.ts';
 import { createMetrics, type Metrics } from '../http/metrics.ts';
 import { buildApp } from '../http/build-app.ts';
+import { instrumentUsage } from '../http/usage-metrics.ts';
 import type { Executor } from '../executor/executor.ts';
 import { createRuntime, type Runtime } from '../runtime/runtime.ts';
 import type { Store } from '../store/store.ts';
@@ -100,6 +101,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
   if (o.executor) {
     const executor = runtime.createExecutor();
     instrumentExecutor(executor, metrics);
+    instrumentUsage(executor, metrics);
     await executor.start();
   } else {
     o.logger.info('serving the API only (--no-executor): run `onejob executor` against the same database');

@@ -15,6 +15,7 @@ import addFormatsImport from 'ajv-formats';
 import { OnejobError } from '../core/errors.ts';
 import { describeAjvError } from './describe-ajv-error.ts';
 import { providerConfigProblems } from '../providers/create-provider.ts';
+import { PRICING_SCHEMA } from './pricing.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -150,6 +151,7 @@ export const CONFIG_FILE_SCHEMA = {
           apiKey: { type: ['string', 'null'] },
           model: { type: 'string', minLength: 1 },
           timeoutMs: { type: 'integer', minimum: 1 },
+          pricing: PRICING_SCHEMA,
         },
       },
     },

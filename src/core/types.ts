@@ -2,6 +2,7 @@
  * The domain records: jobs, attempts, events. Plain data, shared by every layer.
  */
 import type { AttemptState, JobState } from './states.ts';
+import type { TokenUsage } from './usage.ts';
 
 /** Any JSON value. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -79,6 +80,10 @@ export interface Attempt {
   /** The fencing token of the current claim; every executor write must present it. */
   readonly leaseToken: string | null;
   readonly leaseExpiresAt: Date | null;
+  /** The tokens the provider reported for this attempt (CONTRACT §8), or null when none came back. */
+  readonly usage: TokenUsage | null;
+  /** What the attempt cost, in integer micro-dollars (see `core/usage.ts`), or null when unpriced or without usage. */
+  readonly costMicros: number | null;
 }
 
 /** A job with its attempts, oldest first. */
@@ -102,6 +107,8 @@ export type JobEventType =
   | 'attempt.unknown'
   | 'attempt.superseded'
   | 'attempt.lease_expired'
+  /** A late answer's usage, recorded on an attempt already settled another way (e.g. resolved). */
+  | 'attempt.usage_recorded'
   | 'provider.skipped'
   | 'race.lost';
 

@@ -44,6 +44,7 @@ import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.
 import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
 import type { NormalizedCompletion, Provider, ProviderOutcome } from '../providers/provider.ts';
+import { meterUsage, type Pricing } from '../core/usage.ts';
 import type { ClaimedAttempt, Store } from '../store/store.ts';
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
 
@@ -99,6 +100,8 @@ export interface ExecutorOptions {
   readonly eligible?: (route: string) => EligibilityCheck;
   /** The contract check of every output. Default {@link acceptText}. */
   readonly checkOutput?: OutputCheck;
+  /** A provider's prices, for each attempt's `cost_usd` (CONTRACT §8). Default: none priced. */
+  readonly pricing?: (provider: string) => Pricing | null;
   readonly logger?: Logger;
 }
 
@@ -178,6 +181,7 @@ export class Executor {
       runningMarkDelayMs: options.runningMarkDelayMs ?? 50,
       eligible: options.eligible ?? (() => everyProviderEligible),
       checkOutput: options.checkOutput ?? acceptText,
+      pricing: options.pricing ?? (() => null),
       logger: options.logger?.child({ executor: this.id }),
     };
     this.events.on('error', (e) => this.#o.logger?.error({ err: e }, 'executor error'));
@@ -372,15 +376,19 @@ export class Executor {
     } else if (f.superseded && outcome.kind !== 'success') {
       // Stopped because another attempt won: whatever the provider did, this one can no longer win.
       const error: RecordedError = { code: 'superseded', message: `another attempt decided the job; the request to ${attempt.provider} was stopped`, details: { stopped_by: 'executor', provider_outcome: outcome.error.code } };
-      await this.#settle(f, { state: 'superseded', error }, log);
+      // What the stopped loser had cost by then, when the provider said (a stream's partial usage): CONTRACT §8.
+      const metered = outcome.partial ? meterUsage(outcome.partial.usage, this.#o.pricing(attempt.provider)) : { usage: null, costMicros: null };
+      await this.#settle(f, { state: 'superseded', error, ...(metered.usage ? metered : {}) }, log);
     } else if (outcome.kind === 'success') {
+      // Usage is recorded whatever the end: won, superseded, or a contract violation (CONTRACT §8).
+      const metered = meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider));
       const checked = this.#o.checkOutput(job.route, job.input, outcome.completion);
       if (checked.ok) {
         const result = { ...outcome.completion, content: checked.value };
-        await this.#settle(f, { state: 'succeeded', result }, log);
+        await this.#settle(f, { state: 'succeeded', result, ...metered }, log);
       } else {
         const error: RecordedError = { code: 'contract_violation', message: `the output of ${attempt.provider} broke the route contract`, details: { findings: checked.findings } };
-        await this.#settle(f, { state: 'failed', error }, log);
+        await this.#settle(f, { state: 'failed', error, ...metered }, log);
       }
     } else if (outcome.kind === 'failure') {
       await this.#settle(f, { state: 'failed', error: toRecorded(outcome.error) }, log);
@@ -417,15 +425,27 @@ export class Executor {
       }
       this.events.emit('attempt:settled', r.attempt, { state: r.attempt.state, won: r.won, error: r.attempt.error ?? undefined });
     } catch (e) {
-      if (isOnejobError(e, 'lease_lost')) return this.#loseLease(f, log);
+      if (isOnejobError(e, 'lease_lost')) {
+        await this.#keepUsage(f, outcome);
+        return this.#loseLease(f, log);
+      }
       if (isOnejobError(e, 'attempt_finished')) {
         // Resolved from outside (an explicit resolve) while we waited, or, after a retry, our own
         // earlier try committed although its answer was lost with the connection.
         log?.warn({ err: e.message, tries }, tries > 1 ? 'attempt already settled (perhaps by an earlier try whose answer was lost)' : 'attempt already settled elsewhere; answer dropped');
+        await this.#keepUsage(f, outcome);
         return;
       }
       throw e;
     }
+  }
+
+  /** An answer that cannot settle its attempt any more still leaves what it cost (CONTRACT §8); never its payload. */
+  async #keepUsage(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): Promise<void> {
+    if (outcome.state === 'cancelled' || !outcome.usage) return;
+    await this.#o.store
+      .recordLateUsage({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, usage: outcome.usage, costMicros: outcome.costMicros ?? null, actor: `executor:${this.id}` })
+      .catch((err) => this.events.emit('error', err));
   }
 
   async #markUnknown(f: InFlight, reason: RecordedError, log: Logger | undefined): Promise<boolean> {

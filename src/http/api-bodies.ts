@@ -2,6 +2,14 @@
  * Domain records → API bodies (snake_case, ISO timestamps), CONTRACT §3.
  */
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
+import { microsToUsd } from '../core/usage.ts';
+
+/** Token counts as the API shows them (CONTRACT §8). */
+export interface UsageBody {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
 
 /** An attempt as the API shows it. */
 export interface AttemptBody {
@@ -15,6 +23,8 @@ export interface AttemptBody {
   deadline_at: string | null;
   finished_at: string | null;
   error: RecordedError | null;
+  usage: UsageBody | null;
+  cost_usd: number | null;
 }
 
 /** A job as the API shows it. */
@@ -34,6 +44,7 @@ export interface JobBody {
   skipped: { provider: string; reason: string }[];
   created_at: string;
   updated_at: string;
+  cost_usd: number | null;
 }
 
 /** The API body of an attempt. */
@@ -49,7 +60,16 @@ export function attemptBody(a: Attempt): AttemptBody {
     deadline_at: a.deadlineAt?.toISOString() ?? null,
     finished_at: a.finishedAt?.toISOString() ?? null,
     error: a.error,
+    usage: a.usage ? { prompt_tokens: a.usage.promptTokens, completion_tokens: a.usage.completionTokens, total_tokens: a.usage.totalTokens } : null,
+    cost_usd: microsToUsd(a.costMicros ?? null),
   };
+}
+
+/** A job's cost: the sum of its attempts' integer micro-dollars, null when none is priced. */
+export function jobCostMicros(attempts: readonly Attempt[]): number | null {
+  let sum: number | null = null;
+  for (const a of attempts) if (a.costMicros !== null && a.costMicros !== undefined) sum = (sum ?? 0) + a.costMicros;
+  return sum;
 }
 
 /** The API body of a job with its attempts (oldest first). */
@@ -70,6 +90,7 @@ export function jobBody(j: Job & { readonly attempts?: readonly Attempt[] }): Jo
     skipped: j.skipped.map((s) => ({ provider: s.provider, reason: s.reason })),
     created_at: j.createdAt.toISOString(),
     updated_at: j.updatedAt.toISOString(),
+    cost_usd: microsToUsd(jobCostMicros(j.attempts ?? [])),
   };
 }
 

@@ -39,6 +39,13 @@ export const attemptSchema = {
     deadline_at: { ...nullableTimestamp, description: 'Past it without an answer the attempt is `unknown`; null until an executor claims it.' },
     finished_at: nullableTimestamp,
     error: nullableError,
+    usage: {
+      type: ['object', 'null'],
+      description: 'The tokens the provider reported for this attempt, normalized across protocols; null when none came back.',
+      required: ['prompt_tokens', 'completion_tokens', 'total_tokens'],
+      properties: { prompt_tokens: { type: 'integer' }, completion_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } },
+    },
+    cost_usd: { type: ['number', 'null'], description: "What the attempt cost in USD at its provider's `pricing` (stored as integer micro-dollars); null when unpriced or without usage." },
   },
 } as const;
 
@@ -75,6 +82,7 @@ export const jobSchema = {
     },
     created_at: timestamp,
     updated_at: timestamp,
+    cost_usd: { type: ['number', 'null'], description: 'The sum of every attempt\'s cost, losers included (what the intent really cost); null when no attempt is priced.' },
   },
 } as const;
 
@@ -193,6 +201,16 @@ export const getJobQuery = {
 /** Query of `GET /v1/jobs/{id}`. */
 export type GetJobQuery = FromSchema<typeof getJobQuery>;
 
+/** The search filters of `GET /v1/jobs` (additive; see `http/routes/job-search.ts`). */
+export const jobSearchQueryProperties = {
+  route: { type: 'string', minLength: 1, maxLength: 200, description: 'Only jobs of this route.' },
+  provider: { type: 'string', minLength: 1, maxLength: 200, description: 'Only jobs with an attempt on this provider.' },
+  since: { type: 'string', format: 'date-time', description: 'Only jobs created at or after this RFC 3339 time.' },
+  until: { type: 'string', format: 'date-time', description: 'Only jobs created before this RFC 3339 time.' },
+  q: { type: 'string', minLength: 1, maxLength: 255, description: 'A job id (exact) or the start of an idempotency key.' },
+  order: { type: 'string', enum: ['newest', 'oldest'], description: 'Newest first (default) or oldest first (e.g. the jobs in doubt, `state=unknown&order=oldest`).' },
+} as const;
+
 /** Query of `GET /v1/jobs`. */
 export const listJobsQuery = {
   type: 'object',
@@ -201,6 +219,7 @@ export const listJobsQuery = {
     state: { type: 'string', enum: [...JOB_STATES] },
     limit: { type: 'integer', minimum: 1, maximum: 200, default: 50 },
     cursor: { type: 'string', minLength: 1, description: "The previous page's `next_cursor`." },
+    ...jobSearchQueryProperties,
   },
 } as const;
 /** Query of `GET /v1/jobs`. */
@@ -215,6 +234,18 @@ export const startAttemptBody = {
 /** Body of `POST /v1/jobs/{id}/attempts`. */
 export type StartAttemptBody = FromSchema<typeof startAttemptBody>;
 
+/** Why an operator resolved or cancelled: kept in the event log. */
+const operatorReason = { type: 'string', minLength: 1, maxLength: 2000, description: 'Why (kept in the event log).' } as const;
+
+/** Body of `POST /v1/jobs/{id}/cancel` (optional). */
+export const cancelJobBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { reason: operatorReason },
+} as const;
+/** Body of `POST /v1/jobs/{id}/cancel`. */
+export type CancelJobBody = FromSchema<typeof cancelJobBody>;
+
 /** Body of `POST /v1/attempts/{id}/resolve`. */
 export const resolveAttemptBody = {
   type: 'object',
@@ -226,21 +257,21 @@ export const resolveAttemptBody = {
       title: 'Succeeded',
       required: ['state', 'result'],
       additionalProperties: false,
-      properties: { state: { const: 'succeeded' }, result: { description: "Becomes the job's result exactly as given." } },
+      properties: { state: { const: 'succeeded' }, result: { description: "Becomes the job's result exactly as given." }, reason: operatorReason },
     },
     {
       type: 'object',
       title: 'Failed',
       required: ['state'],
       additionalProperties: false,
-      properties: { state: { const: 'failed' }, error: { description: 'Any JSON; `{code, message, details?}` is kept as is.' } },
+      properties: { state: { const: 'failed' }, error: { description: 'Any JSON; `{code, message, details?}` is kept as is.' }, reason: operatorReason },
     },
     {
       type: 'object',
       title: 'Cancelled',
       required: ['state'],
       additionalProperties: false,
-      properties: { state: { const: 'cancelled' }, error: {} },
+      properties: { state: { const: 'cancelled' }, error: {}, reason: operatorReason },
     },
   ],
 } as const;

@@ -30,6 +30,10 @@ import { registerAttemptRoutes } from './routes/attempt-routes.ts';
 import { registerChatRoutes, type ChatRoutesOptions } from './routes/chat-routes.ts';
 import { registerJobRoutes } from './routes/job-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
+import { registerUsageRoutes } from './routes/usage-routes.ts';
+import { registerEventRoutes } from './routes/event-routes.ts';
+import { registerCertificationRoutes } from './routes/certification-routes.ts';
+import { registerDashboardRoutes } from './routes/dashboard-routes.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -223,6 +227,10 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     registerAttemptRoutes(scope, ctx);
     registerChatRoutes(scope, ctx, options.chatCompletions);
     registerOpsRoutes(scope, ctx);
+    registerUsageRoutes(scope, ctx);
+    registerEventRoutes(scope, ctx);
+    registerCertificationRoutes(scope, ctx);
+    registerDashboardRoutes(scope);
   });
   return app;
 }

@@ -21,6 +21,7 @@ import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '..
 import { createProvider } from '../providers/create-provider.ts';
 import type { Provider, ProviderConfig } from '../providers/provider.ts';
 import type { Store } from '../store/store.ts';
+import { pricingOf } from '../config/pricing.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -115,6 +116,7 @@ export class Runtime {
       routes: this.config.routes,
       eligible: this.eligible,
       checkOutput: this.checkOutput,
+      pricing: pricingOf(this.config),
       logger: this.#logger,
       ...options,
     });

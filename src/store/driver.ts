@@ -22,6 +22,8 @@
  */
 import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, SkippedProvider } from '../core/types.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
+import type { TokenUsage } from '../core/usage.ts';
+import type { InsightQueries } from './insight-queries.ts';
 
 /** What a driver's engine can do; core code asks these, never the engine's name. */
 export interface DriverCapabilities {
@@ -145,6 +147,10 @@ export interface AttemptUpdateParams {
     readonly error?: RecordedError | null;
     readonly leaseExpiresAt?: Date;
     readonly releaseLease?: boolean;
+    /** The provider's reported usage (CONTRACT §8): the three token columns. */
+    readonly usage?: TokenUsage | null;
+    /** The cost in integer micro-dollars. */
+    readonly costMicros?: number | null;
   };
 }
 
@@ -317,6 +323,8 @@ export interface Driver {
   readonly capabilities: DriverCapabilities;
   /** Autocommit queries. */
   readonly queries: DriverQueries;
+  /** The read model's queries (search, usage totals, the owner's event tail), autocommit. */
+  readonly insights: InsightQueries;
   /**
    * Runs `fn` in one transaction: committed when it resolves, rolled back when
    * it throws. PostgreSQL: READ COMMITTED, serialization by row locks

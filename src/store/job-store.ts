@@ -21,10 +21,14 @@ import {
 } from '../core/job-rules.ts';
 import { isAttemptActive, isJobTerminal, type AttemptState, type JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, SkippedProvider } from '../core/types.ts';
+import type { TokenUsage } from '../core/usage.ts';
+import { Insights, type RecordLateUsageParams } from './insights.ts';
 import type { CertificationRow, Driver, DriverQueries, EventInsertRow, MigrationResult } from './driver.ts';
 import { isCertificationBound } from './store.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type {
+  AttemptOutcome,
+  CancelJobOptions,
   ClaimedAttempt,
   ClaimWorkParams,
   CreateJobParams,
@@ -78,10 +82,14 @@ export class JobStore implements Store {
   #notifyInFlight = false;
   #notifyPending = false;
 
+  /** The read model: search, usage totals, the owner's event tail (see `store/insights.ts`). */
+  readonly insights: Insights;
+
   constructor(driver: Driver, options: JobStoreOptions = {}) {
     this.#driver = driver;
     this.#clock = options.clock ?? systemClock;
     this.#databaseClock = options.databaseClock;
+    this.insights = new Insights(driver);
   }
 
   /** The database's time (or its stand-in): what leases and deadlines are measured against. */
@@ -197,7 +205,7 @@ export class JobStore implements Store {
     return this.#driver.queries.eventList(ownerId, jobId);
   }
 
-  async cancelJob(ownerId: string, jobId: string): Promise<JobWithAttempts> {
+  async cancelJob(ownerId: string, jobId: string, options: CancelJobOptions = {}): Promise<JobWithAttempts> {
     const out = await this.#driver.transaction(async (q) => {
       const job = await this.#lockJob(q, ownerId, jobId);
       if (isJobTerminal(job.state)) throw new OnejobError('job_finished', `job ${jobId} is already ${job.state}`);
@@ -208,7 +216,7 @@ export class JobStore implements Store {
         completedBy: null, result: null, error, skipped: job.skipped, now,
       });
       if (!applied) throw new OnejobError('job_finished', `job ${jobId} finished concurrently`);
-      const events: EventInsertRow[] = [event(job, null, 'job.cancelled', now, {})];
+      const events: EventInsertRow[] = [event(job, null, 'job.cancelled', now, withReason(options))];
       for (const a of await q.attemptListByJob(ownerId, jobId)) {
         // Never dispatched: safe to cancel here. Claimed ones are stopped by their executor.
         if (a.state === 'starting' && a.leaseOwner === null) {
@@ -258,6 +266,8 @@ export class JobStore implements Store {
       }
       const fence = p.fence ? { ...p.fence, now } : undefined;
       const actor = p.actor ?? (p.fence ? `executor:${p.fence.leaseOwner}` : 'api');
+      const who = p.reason === undefined ? { actor } : { actor, reason: p.reason };
+      const metered = meteredSet(p.outcome);
       const events: EventInsertRow[] = [];
       let won = false;
       let failover: Attempt | null = null;
@@ -265,8 +275,8 @@ export class JobStore implements Store {
       if (p.outcome.state === 'superseded') {
         if (!isJobTerminal(job.state)) throw new OnejobError('illegal_transition', `attempt ${attempt.id} cannot be superseded: job ${job.id} is still ${job.state}`);
         const error: RecordedError = p.outcome.error ?? { code: 'superseded', message: `the job was already ${job.state}`, details: { winner: job.completedBy, job_state: job.state } };
-        await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true }, fence);
-        events.push(event(job, attempt.id, 'attempt.superseded', now, { actor, error }));
+        await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence);
+        events.push(event(job, attempt.id, 'attempt.superseded', now, { ...who, error }));
       } else if (p.outcome.state === 'succeeded') {
         // CONTRACT §2, invariant 2: the first completion wins; zero rows means this attempt lost.
         won = await q.jobFinish({
@@ -274,8 +284,8 @@ export class JobStore implements Store {
           completedBy: attempt.id, result: p.outcome.result, error: null, skipped: job.skipped, now,
         });
         if (won) {
-          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, releaseLease: true }, fence);
-          events.push(event(job, attempt.id, 'attempt.succeeded', now, { actor }), event(job, attempt.id, 'job.succeeded', now, { actor }));
+          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, releaseLease: true, ...metered }, fence);
+          events.push(event(job, attempt.id, 'attempt.succeeded', now, who), event(job, attempt.id, 'job.succeeded', now, who));
           for (const other of attempts) {
             if (other.id === attempt.id) continue;
             if (other.state === 'starting' && other.leaseOwner === null) {
@@ -297,17 +307,17 @@ export class JobStore implements Store {
             message: winner ? `attempt ${winner} had already won` : `the job was already ${job.state}`,
             details: { winner, job_state: job.state },
           };
-          await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true }, fence);
+          await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence);
           events.push(
-            event(job, attempt.id, 'attempt.superseded', now, { actor }),
+            event(job, attempt.id, 'attempt.superseded', now, who),
             event(job, attempt.id, 'race.lost', now, { loser: attempt.id, winner, job_state: job.state, expected_version: attempt.baseVersion, job_version: job.version }),
           );
         }
       } else {
         const state = p.outcome.state;
         const error: RecordedError = p.outcome.error ?? { code: state, message: `attempt ${state} by ${actor}` };
-        await this.#mustUpdate(q, attempt, { state, finishedAt: now, error, releaseLease: true }, fence);
-        events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { actor, error }));
+        await this.#mustUpdate(q, attempt, { state, finishedAt: now, error, releaseLease: true, ...metered }, fence);
+        events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { ...who, error }));
         if (!isJobTerminal(job.state)) {
           const after = attempts.map((a) => (a.id === attempt.id ? { ...a, state: state as AttemptState } : a));
           const next = decideAfterSettle(job.providers, after, await routingGate(q, eligible), error);
@@ -576,6 +586,27 @@ export class JobStore implements Store {
     return total;
   }
 
+  async recordLateUsage(p: RecordLateUsageParams): Promise<boolean> {
+    const jobId = await this.#driver.transaction(async (q) => {
+      const found = isPlausibleId(p.attemptId) ? await q.attemptGet(p.ownerId, p.attemptId) : null;
+      if (!found) return null;
+      // Under the job lock, like every attempt write: "no usage yet" cannot change between the read and the write.
+      const job = await this.#lockJob(q, p.ownerId, found.jobId);
+      const a = await q.attemptGet(p.ownerId, p.attemptId);
+      if (!a || a.usage !== null) return null;
+      const ok = await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: [a.state], set: { usage: p.usage, costMicros: p.costMicros } });
+      if (!ok) return null;
+      await q.eventInsert([event(job, a.id, 'attempt.usage_recorded', this.#clock.now(), {
+        actor: p.actor ?? null, state: a.state,
+        usage: { prompt_tokens: p.usage.promptTokens, completion_tokens: p.usage.completionTokens, total_tokens: p.usage.totalTokens },
+        cost_micros: p.costMicros,
+      })]);
+      return job.id;
+    });
+    if (jobId !== null) this.#changed(p.ownerId, jobId);
+    return jobId !== null;
+  }
+
   // ---- internals ----------------------------------------------------------
 
   async #lockJob(q: DriverQueries, ownerId: string, jobId: string): Promise<Job> {
@@ -620,7 +651,7 @@ export class JobStore implements Store {
 
   async #mustUpdate(
     q: DriverQueries, attempt: Attempt,
-    set: { state?: AttemptState; finishedAt?: Date; error?: RecordedError; releaseLease?: boolean },
+    set: { state?: AttemptState; finishedAt?: Date; error?: RecordedError; releaseLease?: boolean; usage?: TokenUsage | null; costMicros?: number | null },
     fence: { leaseOwner: string; leaseToken: string; now: Date } | undefined,
   ): Promise<void> {
     const ok = await q.attemptUpdate({ ownerId: attempt.ownerId, id: attempt.id, fromStates: [attempt.state], fence, set });
@@ -681,6 +712,20 @@ function defaultManualProvider(kind: AttemptKind, chain: readonly string[], atte
  */
 function isPlausibleId(id: string): boolean {
   return id.length > 0 && id.length <= 200 && /^[!-~]+$/.test(id);
+}
+
+/** The usage columns an outcome sets (none when it reports no usage). */
+function meteredSet(outcome: AttemptOutcome): { usage?: TokenUsage | null; costMicros?: number | null } {
+  if (outcome.state === 'cancelled' || outcome.usage === undefined) return {};
+  return { usage: outcome.usage, costMicros: outcome.costMicros ?? null };
+}
+
+/** Event data of a cancel: who and why, when given. */
+function withReason(o: CancelJobOptions): Record<string, unknown> {
+  const data: Record<string, unknown> = {};
+  if (o.actor !== undefined) data.actor = o.actor;
+  if (o.reason !== undefined) data.reason = o.reason;
+  return data;
 }
 
 function holdsLease(a: Attempt, fence: { leaseOwner: string; leaseToken: string }, now: Date): boolean {

@@ -10,6 +10,8 @@ import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError } from '../core/types.ts';
 import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult } from './driver.ts';
+import type { TokenUsage } from '../core/usage.ts';
+import type { Insights, RecordLateUsageParams } from './insights.ts';
 
 /** Parameters of {@link Store.createJob}. */
 export interface CreateJobParams {
@@ -75,11 +77,29 @@ export interface StartAttemptParams {
 
 /** The definite outcome of an attempt, reported by an executor or an explicit resolve. */
 export type AttemptOutcome =
-  | { readonly state: 'succeeded'; readonly result: unknown }
-  | { readonly state: 'failed'; readonly error: RecordedError }
+  | ({ readonly state: 'succeeded'; readonly result: unknown } & OutcomeUsage)
+  | ({ readonly state: 'failed'; readonly error: RecordedError } & OutcomeUsage)
   | { readonly state: 'cancelled'; readonly error?: RecordedError | undefined }
   /** A loser stopped by its executor after another attempt won: only once the job is decided. */
-  | { readonly state: 'superseded'; readonly error?: RecordedError | undefined };
+  | ({ readonly state: 'superseded'; readonly error?: RecordedError | undefined } & OutcomeUsage);
+
+/**
+ * The usage an outcome reports (CONTRACT §8), recorded on the attempt whatever
+ * its end (succeeded, superseded, failed). Absent: leave the columns as they are.
+ */
+export interface OutcomeUsage {
+  readonly usage?: TokenUsage | null | undefined;
+  /** Integer micro-dollars (see `core/usage.ts`). */
+  readonly costMicros?: number | null | undefined;
+}
+
+/** Options of {@link Store.cancelJob}. */
+export interface CancelJobOptions {
+  /** Why, kept in the event log (`job.cancelled`'s `reason`). */
+  readonly reason?: string | undefined;
+  /** Who, for the event log (`api`, `cli`). */
+  readonly actor?: string | undefined;
+}
 
 /** Parameters of {@link Store.settleAttempt}. */
 export interface SettleAttemptParams {
@@ -95,6 +115,8 @@ export interface SettleAttemptParams {
   readonly eligible?: EligibilityCheck | undefined;
   /** Who settled it, for the event log (`executor:<id>`, `api`, `cli`). */
   readonly actor?: string | undefined;
+  /** Why (an operator's resolve), kept in the event log beside the actor. */
+  readonly reason?: string | undefined;
 }
 
 /** Result of {@link Store.settleAttempt}. */
@@ -239,7 +261,7 @@ export interface Store {
    *
    * @throws OnejobError `job_not_found`, `job_finished`.
    */
-  cancelJob(ownerId: string, jobId: string): Promise<JobWithAttempts>;
+  cancelJob(ownerId: string, jobId: string, options?: CancelJobOptions): Promise<JobWithAttempts>;
 
   /**
    * Claims work for an executor: unclaimed `starting` attempts, and first
@@ -312,4 +334,13 @@ export interface Store {
    * an attempt still in flight. Their idempotency keys are free again.
    */
   deleteFinishedJobs(params: DeleteFinishedJobsParams): Promise<DeleteFinishedJobsResult>;
+
+  /**
+   * Records the usage of a late answer on an attempt that was already
+   * settled another way (resolved, cancelled), once: only while the attempt
+   * has no usage. Returns whether it applied. CONTRACT §8.
+   */
+  recordLateUsage(params: RecordLateUsageParams): Promise<boolean>;
+  /** The read model (dashboard, `GET /v1/usage`). */
+  readonly insights: Insights;
 }

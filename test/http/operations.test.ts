@@ -106,6 +106,7 @@ describe('operations', () => {
       [
         '/healthz', '/metrics', '/readyz', '/v1/attempts/{id}/resolve', '/v1/chat/completions', '/v1/jobs', '/v1/jobs/{id}',
         '/v1/jobs/{id}/attempts', '/v1/jobs/{id}/cancel',
+        '/v1/usage', '/v1/events', '/v1/jobs/{id}/events', '/v1/certifications',
       ].sort(),
     );
     expect(Object.keys(res.body.components.schemas)).toEqual(expect.arrayContaining(['Job', 'Attempt', 'Problem']));

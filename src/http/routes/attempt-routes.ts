@@ -124,7 +124,7 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       // A failed or cancelled resolution may fail over: through the route's certification gate, as any failover.
       const found = await store.getAttempt(request.owner, attemptId);
       const route = found ? (await store.getJob(request.owner, found.jobId))?.route : undefined;
-      const settled = await store.settleAttempt({ ownerId: request.owner, attemptId, outcome, actor: 'api', eligible: route === undefined ? undefined : ctx.eligible(route) });
+      const settled = await store.settleAttempt({ ownerId: request.owner, attemptId, outcome, actor: 'api', eligible: route === undefined ? undefined : ctx.eligible(route), reason: body.reason });
       bindLog(request, reply, { job_id: settled.job.id });
       metrics.attempts.inc({ state: settled.attempt.state });
       if (settled.failover) metrics.attempts.inc({ state: settled.failover.state });

@@ -7,10 +7,11 @@ import { isJobTerminal } from '../../core/states.ts';
 import type { JobWithAttempts } from '../../core/types.ts';
 import { jobBody } from '../api-bodies.ts';
 import {
-  bearerSecurity, createJobBody, createJobHeaders, errorResponses, getJobQuery, idParams, listJobsQuery,
-  type CreateJobBody, type GetJobQuery, type IdParams, type ListJobsQuery,
+  bearerSecurity, cancelJobBody, createJobBody, createJobHeaders, errorResponses, getJobQuery, idParams, listJobsQuery,
+  type CancelJobBody, type CreateJobBody, type GetJobQuery, type IdParams, type ListJobsQuery,
 } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
+import { isJobSearch, searchJobsAnswer } from './job-search.ts';
 
 /** The syntax of an Idempotency-Key: 1–255 visible ASCII characters. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[!-~]{1,255}$/;
@@ -174,6 +175,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     handler: async (request) => {
+      if (isJobSearch(request.query)) return searchJobsAnswer(ctx, request);
       const { state, limit, cursor } = request.query;
       const page = await store.listJobs({ ownerId: request.owner, state, limit, cursor });
       return { data: page.jobs.map(jobBody), next_cursor: page.nextCursor };
@@ -200,18 +202,19 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
   });
 
-  app.post<{ Params: IdParams }>('/v1/jobs/:id/cancel', {
+  app.post<{ Params: IdParams; Body: CancelJobBody | undefined }>('/v1/jobs/:id/cancel', {
     schema: {
       tags: ['jobs'],
       summary: 'Cancel a job',
       description: 'The job becomes terminal `cancelled`; attempts in flight are asked to stop and any later result is `superseded`.',
       security: bearerSecurity,
       params: idParams,
+      body: cancelJobBody,
       response: { 200: { description: 'The cancelled job.', $ref: 'Job#' }, ...errorResponses },
     },
     handler: async (request, reply: FastifyReply) => {
       bindLog(request, reply, { job_id: request.params.id });
-      const job = await store.cancelJob(request.owner, request.params.id);
+      const job = await store.cancelJob(request.owner, request.params.id, { actor: 'api', reason: request.body?.reason });
       request.log.info('job cancelled');
       return jobBody(job);
     },

@@ -134,6 +134,11 @@ export async function attemptUpdate(db: Queryable, p: AttemptUpdateParams): Prom
   if (set.finishedAt !== undefined) assign('finished_at', 'f', set.finishedAt);
   if (set.error !== undefined) assign('error', 'e', jsonParam(set.error));
   if (set.leaseExpiresAt !== undefined) assign('lease_expires_at', 'x', set.leaseExpiresAt);
+  if (set.usage !== undefined) {
+    assign('prompt_tokens', 'u', set.usage?.promptTokens ?? null);
+    assignments.push(`completion_tokens = $${values.push(set.usage?.completionTokens ?? null)}`, `total_tokens = $${values.push(set.usage?.totalTokens ?? null)}`);
+  }
+  if (set.costMicros !== undefined) assign('cost_micros', 'c', set.costMicros);
   if (set.releaseLease === true) {
     assignments.push('lease_owner = NULL', 'lease_expires_at = NULL');
     shape.push('r');

@@ -25,6 +25,8 @@ import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
 import * as retention from './retention-queries.ts';
+import type { InsightQueries } from '../insight-queries.ts';
+import { insightQueriesOn } from './insight-queries.ts';
 import { JobInsertBatcher } from './job-insert-batcher.ts';
 import { attemptListByJobBatcher, jobGetByKeyBatcher } from './read-batcher.ts';
 import type { Queryable } from './queryable.ts';
@@ -194,6 +196,7 @@ export class PostgresDriver implements Driver {
   readonly name = 'postgres';
   readonly capabilities = CAPABILITIES;
   readonly queries: DriverQueries;
+  readonly insights: InsightQueries;
 
   readonly #pool: pg.Pool;
   readonly #target: string;
@@ -231,6 +234,7 @@ export class PostgresDriver implements Driver {
     const { query_timeout: _q, idle_in_transaction_session_timeout: _i, ...listenConfig } = clientConfig;
     this.#listener = new WorkListener(listenConfig, (e) => this.#unavailable(e), onBackgroundError);
     const autocommit = this.#mapped(this.#pool);
+    this.insights = insightQueriesOn(autocommit);
     const pipelines = Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10);
     if (pipelines > 0) {
       const maxQueued = options.maxQueued ?? 2_000;

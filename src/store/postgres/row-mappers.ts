@@ -13,7 +13,8 @@ export const JOB_COLUMNS =
 
 /** The columns of `attempts` every attempt query selects or returns. */
 export const ATTEMPT_COLUMNS =
-  'owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at, finished_at, error, lease_owner, lease_token, lease_expires_at';
+  'owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at, finished_at, error, lease_owner, lease_token, lease_expires_at, ' +
+  'prompt_tokens, completion_tokens, total_tokens, cost_micros';
 
 /** The columns of `job_events` every event query selects. */
 export const EVENT_COLUMNS = 'owner_id, id, job_id, attempt_id, type, data, at';
@@ -55,6 +56,10 @@ export interface AttemptRow {
   lease_owner: string | null;
   lease_token: string | null;
   lease_expires_at: Date | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  total_tokens: number | null;
+  cost_micros: number | null;
 }
 
 /** A `job_events` row as selected with {@link EVENT_COLUMNS}. */
@@ -128,6 +133,10 @@ export function attemptFromRow(r: AttemptRow): Attempt {
     leaseOwner: r.lease_owner,
     leaseToken: r.lease_token,
     leaseExpiresAt: r.lease_expires_at,
+    usage: r.prompt_tokens === null || r.prompt_tokens === undefined
+      ? null
+      : { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens ?? 0, totalTokens: r.total_tokens ?? 0 },
+    costMicros: r.cost_micros ?? null,
   };
 }
 

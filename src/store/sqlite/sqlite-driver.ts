@@ -42,6 +42,8 @@ import * as C from './certification-queries.ts';
 import * as R from './retention-queries.ts';
 import * as E from './event-queries.ts';
 import * as J from './job-queries.ts';
+import type { InsightQueries } from '../insight-queries.ts';
+import { sqliteInsightQueries } from './insight-queries.ts';
 
 /** Options of {@link openSqliteDriver}. */
 export interface SqliteDriverOptions {
@@ -120,6 +122,7 @@ class SqliteDriver implements Driver {
   readonly name = 'sqlite';
   readonly capabilities = { supportsSkipLocked: false, supportsListenNotify: false, supportsConcurrentWriters: false } as const;
   readonly queries: DriverQueries;
+  readonly insights: InsightQueries;
   readonly #worker: Worker;
   readonly #path: string;
   readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
@@ -149,6 +152,8 @@ class SqliteDriver implements Driver {
     worker.unref(); // referenced only while a reply is awaited, like a socket with a request on it
     const auto = this.#makeQueries((k, s, p) => this.#whileBusy(() => this.#auto({ t: 'q', tx: 0, k, s, p })));
     this.queries = { ...auto, jobInsert: (row) => this.#whileBusy(() => this.#insertGrouped(row)) };
+    const exec = (k: Kind) => (sql: string, ...args: unknown[]) => this.#auto<never>({ t: 'q', tx: 0, k, s: sql, p: args });
+    this.insights = sqliteInsightQueries({ all: exec('all'), get: exec('get') }, { job: toJob, event: toEvent });
   }
 
   /**
@@ -489,6 +494,11 @@ function attemptUpdateSql(p: AttemptUpdateParams): { sql: string; params: Record
   if (s.error !== undefined) (sets.push('error = @error'), (params.error = s.error === null ? null : json(s.error)));
   if (s.leaseExpiresAt !== undefined) (sets.push('lease_expires_at = @leaseExpiresAt'), (params.leaseExpiresAt = s.leaseExpiresAt.getTime()));
   if (s.releaseLease) sets.push('lease_owner = NULL', 'lease_expires_at = NULL');
+  if (s.usage !== undefined) {
+    sets.push('prompt_tokens = @promptTokens', 'completion_tokens = @completionTokens', 'total_tokens = @totalTokens');
+    Object.assign(params, { promptTokens: s.usage?.promptTokens ?? null, completionTokens: s.usage?.completionTokens ?? null, totalTokens: s.usage?.totalTokens ?? null });
+  }
+  if (s.costMicros !== undefined) (sets.push('cost_micros = @costMicros'), (params.costMicros = s.costMicros));
   if (sets.length === 0) throw new Error('attemptUpdate with nothing to set');
   let where = 'owner_id = @ownerId AND id = @id AND state IN (SELECT value FROM json_each(@fromStates))';
   if (p.fence) {
@@ -554,6 +564,10 @@ function toAttempt(r: Row): Attempt {
     leaseOwner: (r.lease_owner as string | null) ?? null,
     leaseToken: (r.lease_token as string | null) ?? null,
     leaseExpiresAt: date(r.lease_expires_at),
+    usage: r.prompt_tokens === null || r.prompt_tokens === undefined
+      ? null
+      : { promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens ?? 0), totalTokens: Number(r.total_tokens ?? 0) },
+    costMicros: r.cost_micros === null || r.cost_micros === undefined ? null : Number(r.cost_micros),
   };
 }
 

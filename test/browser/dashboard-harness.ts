@@ -1,0 +1,166 @@
+/**
+ * A real `bin/onejob serve` for the dashboard's browser tests and
+ * screenshots: a temp SQLite database, embedded fake providers with pricing
+ * (the primary hangs on "hang", fails on "fail", answers slowly on "slow"),
+ * a plain, a hedged and a contract route, certifications recorded by a real
+ * `onejob verify`, and jobs made over the HTTP API as an application would.
+ */
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const BIN = join(ROOT, 'bin/onejob');
+export const CHROMIUM = '/usr/bin/chromium';
+export const ALICE_TOKEN = 'tok_dashboard_alice';
+export const BOB_TOKEN = 'tok_dashboard_bob';
+
+/** Chromium flags for a quiet, sandbox-free headless run (CI runs as root). */
+export const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync',
+];
+
+const SUMMARY = { summary: 'Three attempts, one result: the loser still cost money.' };
+
+/** The config the server runs with. */
+export function dashboardConfig(dbPath: string): Record<string, unknown> {
+  const usage = (p: number, c: number) => ({ prompt_tokens: p, completion_tokens: c });
+  return {
+    database: `sqlite:${dbPath}`,
+    apiKeys: { [ALICE_TOKEN]: 'alice', [BOB_TOKEN]: 'bob' },
+    providers: {
+      primary: {
+        type: 'fake', protocol: 'openai', model: 'fast-primary-1', timeoutMs: 1500,
+        pricing: { inputPerMTok: 2.5, outputPerMTok: 10 },
+        script: {
+          rules: [
+            { match: { contains: 'hang' }, behaviour: { hang: true } },
+            { match: { contains: 'fail' }, behaviour: { status: 503 } },
+            { match: { contains: 'slow' }, behaviour: { delayMs: 900, reply: 'the slow primary answer', usage: usage(1800, 600) } },
+            { match: { contains: 'summarize' }, behaviour: { reply: SUMMARY, usage: usage(420, 60) } },
+          ],
+          default: { delayMs: 150, usage: usage(1200, 350) },
+        },
+      },
+      fallback: {
+        type: 'fake', protocol: 'anthropic', model: 'steady-fallback-2', timeoutMs: 3000,
+        pricing: { inputPerMTok: 3, outputPerMTok: 15 },
+        script: {
+          rules: [{ match: { contains: 'summarize' }, behaviour: { reply: SUMMARY, usage: usage(430, 62) } }],
+          default: { delayMs: 100, usage: usage(1100, 300) },
+        },
+      },
+      budget: {
+        type: 'fake', protocol: 'openai', model: 'budget-0', timeoutMs: 3000,
+        script: { default: { reply: 'Sure! Here is a summary, not JSON.', usage: usage(400, 40) } },
+      },
+    },
+    routes: {
+      demo: { providers: ['primary', 'fallback'] },
+      hedged: { providers: ['primary', 'fallback'], hedgeAfterMs: 300 },
+      summary: { providers: ['primary', 'fallback', 'budget'], contract: 'summary' },
+    },
+    contracts: {
+      summary: {
+        outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } }, additionalProperties: false },
+        cases: [{ input: { messages: [{ role: 'user', content: 'Please summarize the incident report.' }] } }],
+      },
+    },
+  };
+}
+
+/** A free TCP port on 127.0.0.1. */
+async function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const s = createServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const address = s.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      s.close(() => done(port));
+    });
+  });
+}
+
+/** A running server. */
+export interface DashboardServer {
+  readonly url: string;
+  readonly dir: string;
+  /** Calls the API as `token` (default Alice's). */
+  api(method: string, path: string, body?: unknown, headers?: Record<string, string>, token?: string): Promise<{ status: number; body: any }>;
+  /** Creates a job on `route` whose user message is `text`. */
+  createJob(key: string, route: string, text: string, token?: string): Promise<any>;
+  /** Waits until the job is terminal or unknown (long-poll). */
+  settle(id: string, token?: string): Promise<any>;
+  close(): Promise<void>;
+}
+
+/** Builds the dashboard into web/dist when it is not built yet (CI builds it at install). */
+export function ensureDashboardBuilt(): void {
+  if (existsSync(join(ROOT, 'web/dist/index.html'))) return;
+  execFileSync('npm', ['run', 'build:web'], { cwd: ROOT, stdio: 'inherit' });
+}
+
+/** Starts `bin/onejob serve` on a free port with {@link dashboardConfig}, after a real `onejob verify`. */
+export async function startDashboardServer(): Promise<DashboardServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'onejob-dashboard-'));
+  const configPath = join(dir, 'onejob.config.json');
+  writeFileSync(configPath, JSON.stringify(dashboardConfig(join(dir, 'onejob.db')), null, 2));
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
+  // Certifications for real: primary and fallback pass the contract, budget fails it (exit 1 is expected).
+  await new Promise<void>((done) => execFile(BIN, ['verify', '--config', configPath], { env, cwd: dir, timeout: 60_000 }, () => done()));
+  const port = await freePort();
+  const child: ChildProcess = spawn(BIN, ['serve', '--config', configPath, '--port', String(port), '--host', '127.0.0.1'], { env, cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/readyz`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`onejob serve did not become ready: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const api: DashboardServer['api'] = async (method, path, body, headers = {}, token = ALICE_TOKEN) => {
+    const res = await fetch(url + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  };
+  return {
+    url,
+    dir,
+    api,
+    async createJob(key, route, text, token) {
+      const res = await api('POST', '/v1/jobs', { route, input: { messages: [{ role: 'user', content: text }] } }, { 'idempotency-key': key }, token);
+      if (res.status !== 201) throw new Error(`create ${key}: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    },
+    async settle(id, token) {
+      for (let i = 0; i < 20; i++) {
+        const res = await api('GET', `/v1/jobs/${id}?wait=5`, undefined, {}, token);
+        if (['succeeded', 'failed', 'cancelled', 'unknown'].includes(res.body.state)) return res.body;
+      }
+      throw new Error(`job ${id} did not settle`);
+    },
+    async close() {
+      if (child.exitCode === null) {
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

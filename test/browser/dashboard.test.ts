@@ -1,0 +1,262 @@
+/**
+ * The dashboard in a real browser (CONTRACT §10, issue 13): Debian's headless
+ * Chromium driven by playwright-core against a real `bin/onejob serve` with
+ * fake providers. Signs in, lists and searches jobs, opens a job and reads its
+ * attempts on the timeline, resolves an `unknown` attempt and watches the job
+ * move on (live, no reload), cancels one with a reason, reads the spend and
+ * the certifications, and checks the phone layout and the keyboard path.
+ *
+ * With ONEJOB_SCREENSHOTS=<dir> it saves a screenshot of every screen there
+ * (`npm run screenshots` writes docs/screenshots/).
+ *
+ * Skipped, loudly, only when /usr/bin/chromium is absent
+ * (`apt-get install -y chromium`; CI installs it).
+ */
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALICE_TOKEN, BOB_TOKEN, CHROMIUM, CHROMIUM_ARGS, ROOT, ensureDashboardBuilt, startDashboardServer, type DashboardServer } from './dashboard-harness.ts';
+
+const SKIP = existsSync(CHROMIUM) ? null : `SKIPPED dashboard browser tests: ${CHROMIUM} is absent (apt-get update && apt-get install -y chromium)`;
+if (SKIP) console.warn(`\n*** ${SKIP} ***\n`);
+
+const SHOTS = process.env.ONEJOB_SCREENSHOTS ? resolve(ROOT, process.env.ONEJOB_SCREENSHOTS) : null;
+
+describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
+  let server: DashboardServer;
+  let context: BrowserContext;
+  let page: Page;
+  let profile: string;
+  const jobs: Record<string, any> = {};
+
+  /** Signs `p` in (a new tab has its own sessionStorage, so its own sign-in). */
+  const signIn = async (p: Page) => {
+    await p.goto(`${server.url}/ui/`);
+    await p.getByLabel('API token').fill(ALICE_TOKEN);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+  };
+  const money = async (text: Promise<string | null>) => Number((await text)?.replace(/[^0-9.]/g, ''));
+
+  const shoot = async (name: string, p: Page = page) => {
+    if (!SHOTS) return;
+    mkdirSync(SHOTS, { recursive: true });
+    await p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  };
+
+  beforeAll(async () => {
+    ensureDashboardBuilt();
+    server = await startDashboardServer();
+    // Jobs as an application would make them, each settled before the next.
+    jobs.hello = await server.settle((await server.createJob('checkout-1001', 'demo', 'hello')).id);
+    jobs.failover = await server.settle((await server.createJob('checkout-1002', 'demo', 'please fail')).id);
+    jobs.hedge = await server.createJob('search-2001', 'hedged', 'slow answer please');
+    await server.settle(jobs.hedge.id);
+    jobs.summary = await server.settle((await server.createJob('report-3001', 'summary', 'Please summarize the incident report.')).id);
+    jobs.resolveMe = await server.settle((await server.createJob('refund-4001', 'demo', 'please hang')).id);
+    jobs.cancelMe = await server.settle((await server.createJob('refund-4002', 'demo', 'please hang again')).id);
+    jobs.bob = await server.settle((await server.createJob('bob-secret-1', 'demo', 'hello from bob', BOB_TOKEN)).id, BOB_TOKEN);
+    // The hedge's loser is superseded once its slow answer arrives.
+    for (let i = 0; i < 50; i++) {
+      const j = (await server.api('GET', `/v1/jobs/${jobs.hedge.id}`)).body;
+      if (j.attempts.some((a: any) => a.state === 'superseded')) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    profile = mkdtempSync(join(tmpdir(), 'onejob-chromium-'));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      args: CHROMIUM_ARGS,
+      headless: true,
+      viewport: { width: 1280, height: 860 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+  }, 120_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await server?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  }, 60_000);
+
+  it('the fixtures are what the tests below expect', () => {
+    expect(jobs.hello.state).toBe('succeeded');
+    expect(jobs.failover.attempts.map((a: any) => a.state)).toEqual(['failed', 'succeeded']);
+    expect(jobs.resolveMe.state).toBe('unknown');
+    expect(jobs.cancelMe.state).toBe('unknown');
+  });
+
+  it('signs in with an API token (a wrong one is refused) and lists only that owner\'s jobs', async () => {
+    await page.goto(`${server.url}/ui/`);
+    await page.getByLabel('API token').fill('not-a-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/not valid/);
+    await shoot('sign-in');
+    await page.getByLabel('API token').fill(ALICE_TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+    await page.locator(`tr[data-job="${jobs.hello.id}"]`).waitFor();
+    expect(await page.locator('tr[data-job]').count()).toBe(6);
+    expect(await page.locator(`tr[data-job="${jobs.bob.id}"]`).count()).toBe(0);
+    expect(await page.evaluate(() => sessionStorage.getItem('onejob.token'))).toBe(ALICE_TOKEN);
+    await page.locator('.live.is-live').waitFor();
+    await shoot('jobs');
+  });
+
+  it('filters by state and route, and searches by idempotency key', async () => {
+    await page.getByLabel('State').selectOption('unknown');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await expect.poll(() => page.locator('tr[data-job]').count()).toBe(2);
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.getByLabel('Route').selectOption('hedged');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await expect.poll(() => page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')))).toEqual([jobs.hedge.id]);
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.getByLabel('Search').fill('checkout-');
+    await page.getByLabel('Search').press('Enter');
+    await expect.poll(() => page.locator('tr[data-job]').count()).toBe(2);
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await expect.poll(() => page.locator('tr[data-job]').count()).toBe(6);
+  });
+
+  it('opens a job: attempts on one time axis, the winner marked, the superseded loser greyed with its cost, the event log', async () => {
+    await page.locator(`tr[data-job="${jobs.hedge.id}"] a`).click();
+    await page.locator('.timeline-row').nth(1).waitFor();
+    const rows = await page.locator('.timeline-row').evaluateAll((els) => els.map((e) => [e.getAttribute('data-state'), e.classList.contains('is-winner')]));
+    expect(rows).toEqual([['superseded', false], ['succeeded', true]]);
+    expect(await page.locator('.timeline-row[data-state="superseded"]').textContent()).toMatch(/superseded: payload discarded/);
+    // The loser's usage and cost are shown although its payload was discarded: 1800 × $2.5/M + 600 × $10/M = $0.0105.
+    const loser = page.locator('.attempts-table tr[data-state="superseded"]');
+    expect(await loser.textContent()).toMatch(/1,800.*600.*\$0\.0105/);
+    expect(await page.getByTestId('job-cost').textContent()).toMatch(/on attempts that did not win/);
+    expect(await page.locator('tr[data-event="race.lost"]').count()).toBe(1);
+    await shoot('job-timeline');
+  });
+
+  it('resolves an unknown attempt from its job page and the job moves on live, without a reload', async () => {
+    await page.goto(`${server.url}/ui/#/jobs/${jobs.resolveMe.id}`);
+    await page.locator('section[data-job-state="unknown"]').waitFor();
+    await page.locator('.timeline-row[data-state="unknown"] .doubt-mark').waitFor();
+    await shoot('job-in-doubt');
+    const attemptId = jobs.resolveMe.attempts[0].id;
+    await page.getByTestId(`resolve-failed-${attemptId}`).click();
+    const dialog = page.getByRole('dialog', { name: /Resolve attempt #1 on primary as failed/ });
+    await dialog.waitFor();
+    // A reason is required before it can be confirmed.
+    expect(await dialog.getByRole('button', { name: 'Resolve as failed' }).isDisabled()).toBe(true);
+    await dialog.getByLabel(/Reason/).fill('primary status page: request never reached the model');
+    await shoot('resolve-dialog');
+    await dialog.getByRole('button', { name: 'Resolve as failed' }).click();
+    // Failover to the fallback, which answers: the page follows through the live feed.
+    await page.locator('section[data-job-state="succeeded"]').waitFor({ timeout: 15_000 });
+    expect(await page.locator('.timeline-row').evaluateAll((els) => els.map((e) => e.getAttribute('data-state')))).toEqual(['failed', 'succeeded']);
+    await page.locator('tr[data-event="attempt.failed"] .reason').filter({ hasText: 'request never reached the model' }).waitFor();
+    const api = (await server.api('GET', `/v1/jobs/${jobs.resolveMe.id}/events`)).body.data;
+    expect(api.find((e: any) => e.type === 'attempt.failed').data).toMatchObject({ actor: 'api', reason: 'primary status page: request never reached the model' });
+  });
+
+  it('lists the jobs in doubt oldest first and cancels one after confirmation, with its reason in the event log', async () => {
+    await page.getByRole('link', { name: /In doubt/ }).click();
+    await page.getByRole('heading', { name: 'In doubt', level: 1 }).waitFor();
+    await page.locator(`.doubt-list li[data-job="${jobs.cancelMe.id}"]`).waitFor();
+    expect(await page.locator('.doubt-list > li').count()).toBe(1);
+    await shoot('in-doubt');
+    await page.getByTestId(`cancel-${jobs.cancelMe.id}`).click();
+    const dialog = page.getByRole('dialog', { name: /Cancel job/ });
+    await dialog.getByLabel(/Reason/).fill('customer abandoned the refund');
+    await dialog.getByRole('button', { name: 'Cancel the job' }).click();
+    await page.getByTestId('doubt-empty').waitFor();
+    const job = (await server.api('GET', `/v1/jobs/${jobs.cancelMe.id}`)).body;
+    expect(job.state).toBe('cancelled');
+    const events = (await server.api('GET', `/v1/jobs/${jobs.cancelMe.id}/events`)).body.data;
+    expect(events.find((e: any) => e.type === 'job.cancelled').data).toEqual({ actor: 'api', reason: 'customer abandoned the refund' });
+  });
+
+  it('reads the spend per route and provider, with the share that did not win', async () => {
+    await page.getByRole('link', { name: 'Spend' }).click();
+    await page.locator('.spend-table tr[data-route="hedged"][data-provider="primary"]').waitFor();
+    const usage = (await server.api('GET', '/v1/usage')).body.data as any[];
+    const total = usage.reduce((s, r) => s + (r.cost_usd ?? 0), 0);
+    const lost = usage.filter((r) => r.outcome !== 'succeeded').reduce((s, r) => s + (r.cost_usd ?? 0), 0);
+    expect(lost).toBeGreaterThan(0);
+    await expect.poll(() => money(page.getByTestId('spend-total').textContent())).toBeCloseTo(total, 6);
+    expect(await money(page.getByTestId('spend-lost').textContent())).toBeCloseTo(lost, 6);
+    expect(await page.locator('.spend-table tr[data-route="hedged"][data-provider="primary"]').textContent()).toMatch(/100\.0%/);
+    await page.locator('.spend-chart canvas').waitFor();
+    await shoot('spend');
+  });
+
+  it('shows the certifications: route × provider, passed and failed, model and fingerprint', async () => {
+    await page.getByRole('link', { name: 'Certifications' }).click();
+    await page.locator('.cert-table tr[data-route="summary"][data-provider="budget"]').waitFor();
+    expect(await page.locator('tr[data-route="summary"][data-provider="primary"]').getAttribute('data-status')).toBe('passed');
+    expect(await page.locator('tr[data-route="summary"][data-provider="budget"]').getAttribute('data-status')).toBe('failed');
+    expect(await page.locator('tr[data-route="demo"][data-provider="primary"]').getAttribute('data-status')).toBe('not_required');
+    expect(await page.locator('tr[data-route="summary"][data-provider="primary"]').textContent()).toMatch(/fast-primary-1.*sha256:/);
+    await shoot('certifications');
+  });
+
+  it('is usable from the keyboard and live: skip link, focus on each screen\'s heading, new jobs appear, dialogs close with Escape', async () => {
+    await page.goto(`${server.url}/ui/#/jobs`);
+    await page.reload();
+    await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('H1');
+    await page.goto(`${server.url}/ui/#/jobs/${jobs.hello.id}`);
+    await page.locator('.timeline-row').first().waitFor();
+    expect(await page.locator('[data-testid^="cancel-"]').count()).toBe(0); // terminal: nothing to cancel
+    await page.goto(`${server.url}/ui/#/jobs`);
+    await page.locator('tr[data-job]').first().waitFor();
+    const link = page.locator(`tr[data-job="${jobs.hello.id}"] a`);
+    await link.focus();
+    await page.keyboard.press('Enter');
+    await page.locator(`h1:has-text("${jobs.hello.id}")`).waitFor();
+
+    // Live: a job made meanwhile appears in the open list without a reload.
+    await page.goto(`${server.url}/ui/#/jobs`);
+    await page.locator('tr[data-job]').first().waitFor();
+    const extra = await server.createJob('refund-4003', 'demo', 'hang once more');
+    await page.locator(`tr[data-job="${extra.id}"]`).waitFor();
+    await server.settle(extra.id);
+    // A dialog opens from the keyboard with the focus in its reason field, and Escape closes it changing nothing.
+    await page.goto(`${server.url}/ui/#/jobs/${extra.id}`);
+    const cancel = page.getByTestId(`cancel-${extra.id}`);
+    await cancel.focus();
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: /Cancel job/ });
+    await dialog.waitFor();
+    expect(await page.evaluate(() => document.activeElement?.getAttribute('name'))).toBe('reason');
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'hidden' });
+    expect((await server.api('GET', `/v1/jobs/${extra.id}`)).body.state).toBe('unknown');
+  });
+
+  it('reads on a phone: no horizontal scroll of the page, the timeline stacks', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    await signIn(phone);
+    await phone.goto(`${server.url}/ui/#/jobs/${jobs.hedge.id}`);
+    await phone.locator('.timeline-row').first().waitFor();
+    const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(overflow).toBeLessThanOrEqual(1);
+    await shoot('phone-job', phone);
+    await phone.goto(`${server.url}/ui/#/jobs`);
+    await phone.locator('tr[data-job]').first().waitFor();
+    await shoot('phone-jobs', phone);
+    await phone.close();
+  });
+
+  it('serves everything from onejob itself: no request leaves the origin', async () => {
+    const p = await context.newPage();
+    const origins = new Set<string>();
+    p.on('request', (r) => origins.add(new URL(r.url()).origin));
+    await signIn(p);
+    await p.goto(`${server.url}/ui/#/spend`);
+    await p.locator('.spend-chart canvas').waitFor();
+    expect([...origins]).toEqual([server.url]);
+    await p.close();
+  });
+});
