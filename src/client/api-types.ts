@@ -162,6 +162,8 @@ export type paths = {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** @description Why (kept in the event log). */
+                        reason?: string;
                         /** @description Becomes the job's result exactly as given. */
                         result: unknown;
                         /** @enum {unknown} */
@@ -169,10 +171,14 @@ export type paths = {
                     } | {
                         /** @description Any JSON; `{code, message, details?}` is kept as is. */
                         error?: unknown;
+                        /** @description Why (kept in the event log). */
+                        reason?: string;
                         /** @enum {unknown} */
                         state: "failed";
                     } | {
                         error?: unknown;
+                        /** @description Why (kept in the event log). */
+                        reason?: string;
                         /** @enum {unknown} */
                         state: "cancelled";
                     };
@@ -210,6 +216,86 @@ export type paths = {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/certifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Route × provider certifications (CONTRACT §5) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                /** @description The deciding record (exact match, else the latest of this provider). */
+                                certification: {
+                                    contract_fingerprint?: string;
+                                    model?: string;
+                                    passed?: boolean;
+                                    report?: unknown;
+                                    route?: string | null;
+                                    /** Format: date-time */
+                                    verified_at?: string;
+                                } | null;
+                                contract: string | null;
+                                /** @description The route's current contract fingerprint. */
+                                contract_fingerprint: string | null;
+                                /** @description Whether failover and hedges may use this provider on this route now. */
+                                eligible: boolean;
+                                /** @description The provider's configured model. */
+                                model: string;
+                                provider: string;
+                                /** @description Why not, when not eligible. */
+                                reason: string | null;
+                                route: string;
+                                /** @enum {string} */
+                                status: "not_required" | "passed" | "failed" | "void" | "not_certified";
+                            }[];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -295,6 +381,66 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The owner's live feed of job changes (server-sent events)
+         * @description text/event-stream. `event: job_event` carries one event-log row (`id:` is its id; reconnect with `Last-Event-ID`); `event: job_changed` `{job_id, state}` a change seen by this process. Send the token in `Authorization` (use fetch streaming, not EventSource).
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Start after this event id (default: `Last-Event-ID`, else only new events). */
+                    after?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description An event stream. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/event-stream": string;
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs": {
         parameters: {
             query?: never;
@@ -309,7 +455,19 @@ export type paths = {
                     /** @description The previous page's `next_cursor`. */
                     cursor?: string;
                     limit?: number;
+                    /** @description Newest first (default) or oldest first (e.g. the jobs in doubt, `state=unknown&order=oldest`). */
+                    order?: "newest" | "oldest";
+                    /** @description Only jobs with an attempt on this provider. */
+                    provider?: string;
+                    /** @description A job id (exact) or the start of an idempotency key. */
+                    q?: string;
+                    /** @description Only jobs of this route. */
+                    route?: string;
+                    /** @description Only jobs created at or after this RFC 3339 time. */
+                    since?: string;
                     state?: "queued" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
+                    /** @description Only jobs created before this RFC 3339 time. */
+                    until?: string;
                 };
                 header?: never;
                 path?: never;
@@ -536,7 +694,7 @@ export type paths = {
         put?: never;
         /**
          * Start an attempt (manual fallback)
-         * @description Starts a new attempt on `provider`, or on the next provider of the chain. Refused with 422 `provider_unknown`, then 409 `attempt_in_doubt`, `attempt_in_flight`, `job_finished`, `provider_not_certified` (or `chain_exhausted`), in that order.
+         * @description Starts a new attempt on `provider`, or by default on the first provider of the chain that has no attempt yet. Refused with 422 `provider_unknown`, then 409 `attempt_in_doubt`, `attempt_in_flight`, `job_finished`, `provider_not_certified` (that provider has not passed the route contract; it is refused, not skipped), in that order; `chain_exhausted` when every provider of the chain has an attempt.
          */
         post: {
             parameters: {
@@ -613,7 +771,14 @@ export type paths = {
                 };
                 cookie?: never;
             };
-            requestBody?: never;
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description Why (kept in the event log). */
+                        reason?: string;
+                    };
+                };
+            };
             responses: {
                 /** @description A problem with the request (see `code`). */
                 "4XX": {
@@ -650,12 +815,170 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A job's event log, oldest first */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                /** Format: date-time */
+                                at: string;
+                                attempt_id: string | null;
+                                /** @description What the event says (actor, reason, error, …). */
+                                data: {
+                                    [key: string]: unknown;
+                                };
+                                id: number;
+                                job_id: string;
+                                /**
+                                 * @example attempt.started
+                                 * @example attempt.unknown
+                                 * @example race.lost
+                                 * @example job.cancelled
+                                 */
+                                type: string;
+                            }[];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The owner's usage and cost by route, provider and outcome */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Also group by start time in buckets this long (aligned to the Unix epoch, UTC); each row then has `period_start`. */
+                    bucket_seconds?: number;
+                    /** @description Attempts started at or after this RFC 3339 time (default: all). */
+                    since?: string;
+                    /** @description Attempts started before this RFC 3339 time (default: no bound). */
+                    until?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                attempts: number;
+                                /** @description Attempts whose provider reported usage. */
+                                attempts_with_usage?: number;
+                                completion_tokens: number;
+                                /** @description Sum of the priced attempts, exact to the micro-dollar; null when none was priced. */
+                                cost_usd: number | null;
+                                /** @description The attempts' state (`succeeded` is the winner; every other outcome did not win). */
+                                outcome: string;
+                                /**
+                                 * Format: date-time
+                                 * @description With `bucket_seconds`: the start of the bucket.
+                                 */
+                                period_start?: string;
+                                prompt_tokens: number;
+                                provider: string;
+                                route: string;
+                                total_tokens?: number;
+                            }[];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 };
 export type webhooks = Record<string, never>;
 export type components = {
     schemas: {
         /** @description One try of a job on one provider. */
         Attempt: {
+            /** @description What the attempt cost in USD at its provider's `pricing` (stored as integer micro-dollars); null when unpriced or without usage. */
+            cost_usd?: number | null;
             /**
              * Format: date-time
              * @description Past it without an answer the attempt is `unknown`; null until an executor claims it.
@@ -686,6 +1009,12 @@ export type components = {
             started_at: string;
             /** @enum {string} */
             state: "starting" | "running" | "succeeded" | "failed" | "cancelled" | "unknown" | "superseded";
+            /** @description The tokens the provider reported for this attempt, normalized across protocols; null when none came back. */
+            usage?: {
+                completion_tokens: number;
+                prompt_tokens: number;
+                total_tokens: number;
+            } | null;
         };
         /** @description The winning attempt's completion in OpenAI's `chat.completion` shape. */
         ChatCompletion: {
@@ -726,6 +1055,8 @@ export type components = {
             attempts: components["schemas"]["Attempt"][];
             /** @description The winning attempt id, or null. */
             completed_by: string | null;
+            /** @description The sum of every attempt's cost, losers included (what the intent really cost); null when no attempt is priced. */
+            cost_usd?: number | null;
             /** Format: date-time */
             created_at: string;
             /** @description A machine-readable `code`, a human `message`, and optional `details`; null when there is none. */
