@@ -371,8 +371,26 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     o.log(`cluster up: ${lb} ${url} → ${apiUrls.join(', ')}; ${executors.length} executors (lease ${o.leaseMs} ms); fakes ${fakes.map((f) => `${f.name} ${f.url} via :${f.proxy.port}`).join(', ')}; database ${dbName}`);
 
     const pgCluster = (process.env.CHAOS_PG_CLUSTER ?? '15 main').split(/\s+/);
-    return {
-      dir: o.dir,
+  const restarting = new Map<ManagedProcess, Promise<void>>();
+  async function restartOnce(p: ManagedProcess): Promise<void> {
+    if (p.running) return;
+    p.restarts++;
+    // Like a supervisor: a process that exits while starting (onejob exits when its database
+    // is unreachable at start, e.g. during a failover) is started again, for up to 2 minutes.
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      p.start();
+      try {
+        await ready(p);
+        return;
+      } catch (e) {
+        if (p.running || Date.now() > deadline) throw e;
+      }
+      await sleep(1000);
+    }
+  }
+  return {
+    dir: o.dir,
       database: { name: dbName, url: dbUrl.toString() },
       url,
       apis,
@@ -380,22 +398,15 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       executors,
       fakes,
       loadBalancer,
-      async restart(p) {
-        if (p.running) return;
-        p.restarts++;
-        // Like a supervisor: a process that exits while starting (onejob exits when its database
-        // is unreachable at start, e.g. during a failover) is started again, for up to 2 minutes.
-        const deadline = Date.now() + 120_000;
-        for (;;) {
-          p.start();
-          try {
-            await ready(p);
-            return;
-          } catch (e) {
-            if (p.running || Date.now() > deadline) throw e;
-          }
-          await sleep(1000);
-        }
+      restart(p) {
+        // One restart per process at a time: a second caller (a fault's own restart while the
+        // supervisor loop below is still retrying) joins it instead of starting a second child,
+        // which would be orphaned holding the port (seen: "api-2 is gone after fuzzing").
+        const pending = restarting.get(p);
+        if (pending) return pending;
+        const run = restartOnce(p).finally(() => restarting.delete(p));
+        restarting.set(p, run);
+        return run;
       },
       async restartPostgres() {
         await new Promise<void>((resolve, reject) => {
