@@ -103,7 +103,9 @@ export type JobEventType =
   | 'attempt.superseded'
   | 'attempt.lease_expired'
   | 'provider.skipped'
-  | 'race.lost';
+  | 'race.lost'
+  /** An attempt claimed the job's stream at its first output (CONTRACT §7). */
+  | 'attempt.stream_claimed';
 
 /** One row of the append-only event log. */
 export interface JobEvent {
