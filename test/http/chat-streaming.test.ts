@@ -56,6 +56,7 @@ for (const db of TEST_DATABASES) {
         routes: {
           chat: { providers: ['primary', 'fallback'] },
           json: { providers: ['primary'], contract: 'summary' },
+          hedged: { providers: ['primary', 'fallback'], hedgeAfterMs: 100 },
         },
         contracts: { summary: { outputSchema: SCHEMA, samples: 1, cases: [{ name: 'one', input: { messages } }] } },
       });
@@ -285,6 +286,29 @@ for (const db of TEST_DATABASES) {
       expect(text).toBe('after the wait');
       // Comments only before the first event.
       expect(seen.lastIndexOf(': keep-alive')).toBeLessThan(seen.indexOf('data: '));
+    });
+
+    it('hedging counts to the first output: a primary that streams within hedgeAfterMs gets no hedge, however long it takes to finish', async () => {
+      primaryFake.script([{ chunks: ['slow ', 'but ', 'started'], streamGate: { afterChunks: 1, gate: `g-${key}` } }]);
+      const reading = client().chat.completions.create({ model: 'hedged', messages, stream: true }, withKey(key)).then(collect);
+      await until(async () => primaryFake.calls[0]?.chunksSent ?? 0, (n) => n >= 1);
+      await until(() => jobOf(key), (j) => j.attempts[0]!.state === 'running');
+      await new Promise((r) => setTimeout(r, 400)); // well past hedgeAfterMs
+      expect((await jobOf(key)).attempts).toHaveLength(1);
+      primaryFake.release(`g-${key}`);
+      expect((await reading).text).toBe('slow but started');
+      expect(fallbackFake.calls).toHaveLength(0);
+    });
+
+    it('a hedge that streams first owns the stream: the primary is stopped and ends superseded, the client gets one attempt\'s text', async () => {
+      primaryFake.script([{ gate: `g-${key}`, chunks: ['primary ', 'text'] }]);
+      fallbackFake.script([{ chunks: ['hedge ', 'text'] }]);
+      const { text } = await collect(await client().chat.completions.create({ model: 'hedged', messages, stream: true }, withKey(key)));
+      expect(text).toBe('hedge text');
+      const job = await until(() => jobOf(key), (j) => j.state === 'succeeded' && j.attempts.every((a) => a.state !== 'running' && a.state !== 'starting'));
+      expect(job.attempts.map((a) => [a.provider, a.kind, a.state])).toEqual([['primary', 'first', 'superseded'], ['fallback', 'hedge', 'succeeded']]);
+      expect(job.result).toMatchObject({ content: 'hedge text', provider: 'fallback' });
+      primaryFake.release(`g-${key}`);
     });
 
     it('a contract route checks the whole output first and sends it in one burst; a violation is the non-streaming error answer', async () => {
