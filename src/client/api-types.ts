@@ -313,7 +313,7 @@ export type paths = {
         put?: never;
         /**
          * Create a chat completion (OpenAI-compatible, idempotent)
-         * @description `model` names a route (or `route:<name>`). Creates the job for (owner, Idempotency-Key), or joins the one that key already created when the body is the same (canonical JSON), then waits for it. 200: the winning completion (`Idempotent-Replayed: true` when the key already had a job). 409 `attempt_in_doubt` (with `Retry-After`): an attempt is unknown. 502 `job_failed`: every provider failed definitely. 409 `job_finished`: the job was cancelled. 409 `attempt_in_flight` (with `Retry-After`): still running when the server-side wait ended; retry with the same key. Job-bound answers carry `Onejob-Job-Id`. Streaming is not supported.
+         * @description `model` names a route (or `route:<name>`). Creates the job for (owner, Idempotency-Key), or joins the one that key already created when the body is the same (canonical JSON), then waits for it. 200: the winning completion (`Idempotent-Replayed: true` when the key already had a job). 409 `attempt_in_doubt` (with `Retry-After`): an attempt is unknown. 502 `job_failed`: every provider failed definitely. 409 `job_finished`: the job was cancelled. 409 `attempt_in_flight` (with `Retry-After`): still running when the server-side wait ended; retry with the same key. Job-bound answers carry `Onejob-Job-Id`. With `stream: true`: the same answers while nothing was sent, then `200 text/event-stream` (`chat.completion.chunk` events, `data: [DONE]`; a break ends with `event: error`).
          */
         post: {
             parameters: {
@@ -338,7 +338,7 @@ export type paths = {
                         model: string;
                         /** @description Must be 1 or absent: one choice per job. */
                         n?: number;
-                        /** @description Must be false or absent: streaming is not supported. */
+                        /** @description true: the answer is streamed as Server-Sent Events (CONTRACT §7). */
                         stream?: boolean;
                     } & {
                         [key: string]: unknown;

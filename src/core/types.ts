@@ -110,7 +110,9 @@ export type JobEventType =
   /** A late answer's usage, recorded on an attempt already settled another way (e.g. resolved). */
   | 'attempt.usage_recorded'
   | 'provider.skipped'
-  | 'race.lost';
+  | 'race.lost'
+  /** An attempt claimed the job's stream at its first output (CONTRACT §7). */
+  | 'attempt.stream_claimed';
 
 /** One row of the append-only event log. */
 export interface JobEvent {

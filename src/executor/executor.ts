@@ -31,6 +31,15 @@
  *   other attempts in flight here are aborted at the provider (the HTTP
  *   request is cancelled) and end `superseded` (`cancelled`): at once for a
  *   decision made in this process, at the next heartbeat for another's.
+ * - **Streams.** A job whose input has `stream: true` is sent with
+ *   `provider.stream()`. At its first output the attempt claims the job's
+ *   stream (`store.claimStream`, a compare-and-swap on the job row) and
+ *   publishes its deltas to the {@link StreamHub}; an attempt that loses the
+ *   claim is stopped and ends `superseded`, and the owner stops its siblings
+ *   here. A hedge counts to the first output. The stream ends after the
+ *   outcome is recorded: with the stored result when the attempt won, else
+ *   with an error (`failed`, `unknown`). A streaming attempt past its deadline
+ *   is `unknown` and stopped (a stream cannot be resumed).
  * - **Wake-ups.** In-process signal and PostgreSQL LISTEN/NOTIFY, with a slow
  *   poll as the fallback.
  *
@@ -43,9 +52,10 @@ import { newId } from '../core/ids.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
 import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
-import type { NormalizedCompletion, Provider, ProviderOutcome } from '../providers/provider.ts';
-import { meterUsage, type Pricing } from '../core/usage.ts';
-import type { ClaimedAttempt, Store } from '../store/store.ts';
+import { isOutputDelta, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
+import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
+import type { ClaimedAttempt, SettleAttemptResult, Store } from '../store/store.ts';
+import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
 
 /** What a route means to the executor. */
@@ -102,6 +112,8 @@ export interface ExecutorOptions {
   readonly checkOutput?: OutputCheck;
   /** A provider's prices, for each attempt's `cost_usd` (CONTRACT §8). Default: none priced. */
   readonly pricing?: (provider: string) => Pricing | null;
+  /** Where streaming attempts publish their deltas (CONTRACT §7). Default: the process's {@link defaultStreamHub}. */
+  readonly streamHub?: StreamHub;
   readonly logger?: Logger;
 }
 
@@ -121,6 +133,8 @@ export interface ExecutorEvents {
   'attempt:write_abandoned': [Attempt, { write: 'settle' | 'unknown'; error: unknown }];
   'attempt:finished': [Attempt, { outcome: ProviderOutcome['kind'] | 'abandoned'; latencyMs: number }];
   'hedge:started': [Attempt];
+  /** A streaming attempt's first output: whether it claimed the job's stream. */
+  'attempt:stream_claim': [Attempt, { claimed: boolean }];
   'error': [unknown];
 }
 
@@ -182,6 +196,7 @@ export class Executor {
       eligible: options.eligible ?? (() => everyProviderEligible),
       checkOutput: options.checkOutput ?? acceptText,
       pricing: options.pricing ?? (() => null),
+      streamHub: options.streamHub ?? defaultStreamHub,
       logger: options.logger?.child({ executor: this.id }),
     };
     this.events.on('error', (e) => this.#o.logger?.error({ err: e }, 'executor error'));
@@ -305,6 +320,12 @@ export class Executor {
     /** Whether `unknown` was recorded (then, and only then, the lease may be released). */
     let markedUnknown: Promise<boolean> = Promise.resolve(false);
     let hedgeTimer: NodeJS.Timeout | undefined;
+    // Streaming (CONTRACT §7): the first output claims the job's stream; its deltas go to the hub.
+    const streaming = isStreamingInput(job.input);
+    let firstOutput = false;
+    let writer: StreamWriter | null = null;
+    let streamClaim: Promise<unknown> = Promise.resolve();
+    const early: ChatDelta[] = [];
     // One attempt's writes happen in order: every later write waits for `running` to be recorded.
     let runningWrite: Promise<unknown> = Promise.resolve();
     // Step: dispatch. `running` is recorded when the request reaches the connection.
@@ -318,7 +339,7 @@ export class Executor {
         .then((ok) => {
           if (!ok) return this.#loseLease(f, log);
           this.events.emit('attempt:dispatched', attempt);
-          if (hedgeAfterMs !== null && !inDoubt && !answered) {
+          if (hedgeAfterMs !== null && !inDoubt && !answered && !firstOutput) {
             hedgeTimer = setTimeout(() => void this.#hedge(f, hedgeAfterMs, log), hedgeAfterMs);
           }
         })
@@ -338,74 +359,126 @@ export class Executor {
       const reason: RecordedError = { code: 'deadline_exceeded', message: `no answer from ${attempt.provider} within ${provider.timeoutMs} ms` };
       markedUnknown = runningWrite.then(() => this.#markUnknown(f, reason, log));
       runningWrite = markedUnknown;
+      if (streaming) {
+        // A stream cannot be resumed: stop it, the attempt stays unknown (the job blocks).
+        f.abort.abort(new Error('stream deadline passed'));
+        return;
+      }
       const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
       f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
     }, provider.timeoutMs);
 
-    const outcome = await provider.call({
+    const onDelta = (d: ChatDelta): void => {
+      if (writer !== null) return writer.push(d);
+      if (f.superseded || f.cancelled || f.leaseLost) return;
+      early.push(d);
+      if (firstOutput || !isOutputDelta(d)) return;
+      firstOutput = true;
+      clearTimeout(hedgeTimer);
+      streamClaim = runningWrite
+        .then(() => this.#o.store.claimStream({ ownerId: attempt.ownerId, jobId: job.id, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! }))
+        .then((claimed) => {
+          this.events.emit('attempt:stream_claim', attempt, { claimed });
+          if (claimed) {
+            log?.debug('job stream claimed');
+            writer = this.#o.streamHub.open(job.id, attempt.id);
+            for (const e of early.splice(0)) writer.push(e);
+            // Every other attempt of the job here stops: it can never win now.
+            for (const other of this.#inFlight.values()) if (other !== f && other.job.id === job.id && other.job.ownerId === job.ownerId) this.#stopFlight(other, 'succeeded');
+          } else if (!f.cancelled && !f.superseded) {
+            log?.info('another attempt owns the job stream: stopping');
+            f.superseded = true;
+            f.abort.abort(new Error('another attempt owns the job stream'));
+          }
+        })
+        // A claim that could not be written leaves the stream unclaimed: the attempt goes on, its result is stored as usual.
+        .catch((e) => this.events.emit('error', e));
+    };
+    const request: ProviderRequest = {
       input: job.input as never,
       jobId: job.id,
       attemptId: attempt.id,
       attemptNumber: attempt.number,
       signal: f.abort.signal,
       onDispatched,
-    });
+    };
+    const outcome = streaming ? await provider.stream(request, onDelta) : await provider.call(request);
     answered = true;
-    clearTimeout(runningTimer);
-    clearTimeout(deadline);
-    clearTimeout(hedgeTimer);
-    await runningWrite;
-    const latencyMs = Date.now() - startedMs;
-    log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched }, 'provider answered');
+    await streamClaim;
+    const stream = writer as StreamWriter | null;
+    try {
+      clearTimeout(runningTimer);
+      clearTimeout(deadline);
+      clearTimeout(hedgeTimer);
+      await runningWrite;
+      const latencyMs = Date.now() - startedMs;
+      log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched }, 'provider answered');
 
-    // Step: classify and record.
-    if (f.leaseLost) {
-      this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
-      return;
-    }
-    if (!this.#running && !f.cancelled && !f.superseded && outcome.kind === 'failure' && outcome.error.code === 'aborted_before_send') {
-      // We stopped it ourselves (shutdown) before anything was sent: not a provider failure.
-      // Hand the attempt back unclaimed, still `starting`, for another executor to send.
-      await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
-      log?.info('attempt handed back unsent');
-      this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
-      return;
-    }
-    if (f.cancelled && outcome.kind !== 'success') {
-      await this.#settle(f, { state: 'cancelled', error: { code: 'cancelled', message: 'the job was cancelled' } }, log);
-    } else if (f.superseded && outcome.kind !== 'success') {
-      // Stopped because another attempt won: whatever the provider did, this one can no longer win.
-      const error: RecordedError = { code: 'superseded', message: `another attempt decided the job; the request to ${attempt.provider} was stopped`, details: { stopped_by: 'executor', provider_outcome: outcome.error.code } };
-      // What the stopped loser had cost by then, when the provider said (a stream's partial usage): CONTRACT §8.
-      const metered = outcome.partial ? meterUsage(outcome.partial.usage, this.#o.pricing(attempt.provider)) : { usage: null, costMicros: null };
-      await this.#settle(f, { state: 'superseded', error, ...(metered.usage ? metered : {}) }, log);
-    } else if (outcome.kind === 'success') {
-      // Usage is recorded whatever the end: won, superseded, or a contract violation (CONTRACT §8).
-      const metered = meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider));
-      const checked = this.#o.checkOutput(job.route, job.input, outcome.completion);
-      if (checked.ok) {
-        const result = { ...outcome.completion, content: checked.value };
-        await this.#settle(f, { state: 'succeeded', result, ...metered }, log);
-      } else {
-        const error: RecordedError = { code: 'contract_violation', message: `the output of ${attempt.provider} broke the route contract`, details: { findings: checked.findings } };
-        await this.#settle(f, { state: 'failed', error, ...metered }, log);
+      // Step: classify and record.
+      if (f.leaseLost) {
+        this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
+        return;
       }
-    } else if (outcome.kind === 'failure') {
-      await this.#settle(f, { state: 'failed', error: toRecorded(outcome.error) }, log);
-    } else {
-      // Ambiguous: the provider may have executed it. Unknown, never failed; nothing more to wait for.
-      const unknown = inDoubt ? await markedUnknown : await this.#markUnknown(f, toRecorded(outcome.error), log);
-      // Only an attempt recorded unknown gives up its lease: a running one keeps it until the rescuer takes over.
-      if (unknown) await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
+      if (!this.#running && !f.cancelled && !f.superseded && outcome.kind === 'failure' && outcome.error.code === 'aborted_before_send') {
+        // We stopped it ourselves (shutdown) before anything was sent: not a provider failure.
+        // Hand the attempt back unclaimed, still `starting`, for another executor to send.
+        await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
+        log?.info('attempt handed back unsent');
+        this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
+        return;
+      }
+      if (f.cancelled && outcome.kind !== 'success') {
+        await this.#settle(f, { state: 'cancelled', error: { code: 'cancelled', message: 'the job was cancelled' } }, log);
+        stream?.end({ ok: false, error: { code: 'cancelled', message: 'the job was cancelled' } });
+      } else if (f.superseded && outcome.kind !== 'success') {
+        // Stopped because another attempt won: whatever the provider did, this one can no longer win.
+        const error: RecordedError = { code: 'superseded', message: `another attempt decided the job; the request to ${attempt.provider} was stopped`, details: { stopped_by: 'executor', provider_outcome: outcome.error.code } };
+        // What the stopped loser had cost by then, when the provider said (a stream's partial usage): CONTRACT §8.
+        await this.#settle(f, { state: 'superseded', error, ...this.#partialUsage(attempt.provider, outcome) }, log);
+        stream?.end({ ok: false, error });
+      } else if (outcome.kind === 'success') {
+        // Usage is recorded whatever the end: won, superseded, or a contract violation (CONTRACT §8).
+        const metered = meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider));
+        const checked = this.#o.checkOutput(job.route, job.input, outcome.completion);
+        if (checked.ok) {
+          const result = { ...outcome.completion, content: checked.value };
+          const r = await this.#settle(f, { state: 'succeeded', result, ...metered }, log);
+          if (r?.won === true) stream?.end({ ok: true, result: r.job.result ?? result });
+          else stream?.end({ ok: false, error: { code: 'superseded', message: `attempt ${attempt.number} (${attempt.provider}) finished after the job was decided` } });
+        } else {
+          const error: RecordedError = { code: 'contract_violation', message: `the output of ${attempt.provider} broke the route contract`, details: { findings: checked.findings } };
+          await this.#settle(f, { state: 'failed', error, ...metered }, log);
+          stream?.end({ ok: false, error });
+        }
+      } else if (outcome.kind === 'failure') {
+        await this.#settle(f, { state: 'failed', error: toRecorded(outcome.error), ...this.#partialUsage(attempt.provider, outcome) }, log);
+        stream?.end({ ok: false, error: { code: outcome.error.code, message: outcome.error.message } });
+      } else {
+        stream?.end({ ok: false, error: inDoubt ? { code: 'deadline_exceeded', message: `no complete answer from ${attempt.provider} within ${provider.timeoutMs} ms` } : { code: outcome.error.code, message: outcome.error.message } });
+        // Ambiguous: the provider may have executed it. Unknown, never failed; nothing more to wait for.
+        const unknown = inDoubt ? await markedUnknown : await this.#markUnknown(f, toRecorded(outcome.error), log);
+        // Only an attempt recorded unknown gives up its lease: a running one keeps it until the rescuer takes over.
+        if (unknown) await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
+        // A stream cut short still leaves what the provider said it cost so far (CONTRACT §8).
+        const partial = this.#partialUsage(attempt.provider, outcome);
+        if (unknown && partial.usage) {
+          await this.#o.store
+            .recordLateUsage({ ownerId: attempt.ownerId, attemptId: attempt.id, usage: partial.usage, costMicros: partial.costMicros ?? null, actor: `executor:${this.id}` })
+            .catch((e) => this.events.emit('error', e));
+        }
+      }
+      this.events.emit('attempt:finished', attempt, { outcome: outcome.kind, latencyMs });
+    } finally {
+      // Whatever happened, a stream opened here ends (a watcher never waits for an attempt that is gone).
+      stream?.end({ ok: false, error: { code: 'stream_interrupted', message: `the stream of attempt ${attempt.number} (${attempt.provider}) ended without a recorded outcome` } });
     }
-    this.events.emit('attempt:finished', attempt, { outcome: outcome.kind, latencyMs });
   }
 
   /**
    * Records the attempt's outcome, trying again while the database fails
    * transiently and the lease may still be held (see {@link #retrying}).
    */
-  async #settle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome'], log: Logger | undefined): Promise<void> {
+  async #settle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome'], log: Logger | undefined): Promise<SettleAttemptResult | null> {
     const { attempt } = f;
     let tries = 0;
     try {
@@ -417,27 +490,37 @@ export class Executor {
           eligible: this.#o.eligible(f.job.route),
         });
       });
-      if (r === null) return;
+      if (r === null) return null;
       if (outcome.state === 'succeeded' && !r.won) {
         log?.warn({ winner: r.job.completedBy, job_state: r.job.state }, 'race lost: attempt superseded, its result discarded');
       } else {
         log?.info({ state: r.attempt.state, failover: r.failover?.provider ?? null, tries }, 'attempt settled');
       }
       this.events.emit('attempt:settled', r.attempt, { state: r.attempt.state, won: r.won, error: r.attempt.error ?? undefined });
+      return r;
     } catch (e) {
       if (isOnejobError(e, 'lease_lost')) {
         await this.#keepUsage(f, outcome);
-        return this.#loseLease(f, log);
+        return (this.#loseLease(f, log), null);
       }
       if (isOnejobError(e, 'attempt_finished')) {
         // Resolved from outside (an explicit resolve) while we waited, or, after a retry, our own
         // earlier try committed although its answer was lost with the connection.
         log?.warn({ err: e.message, tries }, tries > 1 ? 'attempt already settled (perhaps by an earlier try whose answer was lost)' : 'attempt already settled elsewhere; answer dropped');
         await this.#keepUsage(f, outcome);
-        return;
+        return null;
       }
       throw e;
     }
+  }
+
+  /** The usage a provider reported before the attempt ended without a whole answer (a stream cut or stopped), metered; or nothing. */
+  #partialUsage(provider: string, outcome: ProviderOutcome): Partial<MeteredUsage> {
+    const u = outcome.kind === 'success' ? undefined : outcome.partial?.usage;
+    // A partial result reads zeros where no usage event came: that is "none reported", not a cost of 0.
+    if (!u || (u.prompt_tokens === 0 && u.completion_tokens === 0)) return {};
+    const metered = meterUsage(u, this.#o.pricing(provider));
+    return metered.usage ? metered : {};
   }
 
   /** An answer that cannot settle its attempt any more still leaves what it cost (CONTRACT §8); never its payload. */
@@ -568,6 +651,11 @@ export class Executor {
     else f.superseded = true;
     f.abort.abort(new Error(state === 'cancelled' ? 'job cancelled' : `job ${state}: another attempt decided it`));
   }
+}
+
+/** Whether a job's input asks for a streamed answer (`stream: true`, CONTRACT §7). */
+export function isStreamingInput(input: unknown): boolean {
+  return typeof input === 'object' && input !== null && (input as { stream?: unknown }).stream === true;
 }
 
 function toRecorded(e: { code: string; message: string; details?: unknown }): RecordedError {

@@ -295,7 +295,7 @@ export const chatCompletionBody = {
         properties: { role: { type: 'string', minLength: 1 }, content: { type: ['string', 'array', 'null'] } },
       },
     },
-    stream: { type: 'boolean', description: 'Must be false or absent: streaming is not supported.' },
+    stream: { type: 'boolean', description: 'true: the answer is streamed as Server-Sent Events (CONTRACT §7).' },
     n: { type: 'integer', description: 'Must be 1 or absent: one choice per job.' },
   },
 } as const;

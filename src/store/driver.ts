@@ -98,6 +98,13 @@ export interface JobFinishParams {
   readonly now: Date;
 }
 
+/** Parameters of {@link DriverQueries.jobStreamClaim}. */
+export interface JobStreamClaimParams {
+  readonly ownerId: string;
+  readonly id: string;
+  readonly attemptId: string;
+}
+
 /** A new attempt row. `leaseOwner`/`leaseToken`/`leaseExpiresAt` are all set (claimed at birth) or all null. */
 export interface AttemptInsertRow {
   readonly id: string;
@@ -210,6 +217,16 @@ export interface DriverQueries {
   jobUpdateProgress(params: JobProgressParams): Promise<boolean>;
   /** The outcome compare-and-swap; returns whether it applied (false: the caller lost). */
   jobFinish(params: JobFinishParams): Promise<boolean>;
+  /**
+   * The stream compare-and-swap (CONTRACT §7): sets the job's
+   * `stream_attempt_id` to the attempt, `WHERE` the job is undecided
+   * (`completed_by IS NULL`, not terminal) and the stream is unclaimed, already
+   * this attempt's, or held by an attempt that ended definitely (`failed`,
+   * `cancelled`, `superseded`: the job failed over). Returns whether it applied.
+   */
+  jobStreamClaim(params: JobStreamClaimParams): Promise<boolean>;
+  /** The attempt holding the job's stream (`stream_attempt_id`), or null. */
+  jobStreamOwner(ownerId: string, id: string): Promise<string | null>;
   /**
    * Jobs in state `queued`, oldest first, locked for this transaction
    * (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent executors take

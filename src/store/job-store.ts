@@ -273,7 +273,10 @@ export class JobStore implements Store {
       let failover: Attempt | null = null;
 
       if (p.outcome.state === 'superseded') {
-        if (!isJobTerminal(job.state)) throw new OnejobError('illegal_transition', `attempt ${attempt.id} cannot be superseded: job ${job.id} is still ${job.state}`);
+        // An attempt that lost the job's stream (CONTRACT §7) can never win: it may end superseded before the job is decided.
+        const streamOwner = isJobTerminal(job.state) ? null : await q.jobStreamOwner(p.ownerId, job.id);
+        const lostStream = streamOwner !== null && streamOwner !== attempt.id;
+        if (!isJobTerminal(job.state) && !lostStream) throw new OnejobError('illegal_transition', `attempt ${attempt.id} cannot be superseded: job ${job.id} is still ${job.state}`);
         const error: RecordedError = p.outcome.error ?? { code: 'superseded', message: `the job was already ${job.state}`, details: { winner: job.completedBy, job_state: job.state } };
         await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence);
         events.push(event(job, attempt.id, 'attempt.superseded', now, { ...who, error }));
@@ -387,6 +390,18 @@ export class JobStore implements Store {
     });
     for (const job of changed) this.#changed(job.ownerId, job.id);
     return claimed;
+  }
+
+  async claimStream(p: { ownerId: string; jobId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean> {
+    return this.#driver.transaction(async (q) => {
+      const attempt = await q.attemptGet(p.ownerId, p.attemptId);
+      if (!attempt || attempt.jobId !== p.jobId || !isAttemptActive(attempt.state)) return false;
+      const now = await this.#now(q);
+      if (!holdsLease(attempt, { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken }, now)) return false;
+      const ok = await q.jobStreamClaim({ ownerId: p.ownerId, id: p.jobId, attemptId: p.attemptId });
+      if (ok) await q.eventInsert([event(attempt, attempt.id, 'attempt.stream_claimed', now, {})]);
+      return ok;
+    });
   }
 
   async markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean> {

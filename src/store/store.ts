@@ -272,6 +272,15 @@ export interface Store {
    * `starting` → `running`, fenced; sets the attempt's deadline to now +
    * `timeoutMs`. Returns false when the lease is lost or the attempt moved on.
    */
+  /**
+   * Claims the job's stream for an attempt at its first output (CONTRACT §7):
+   * a compare-and-swap on the job row that applies only while the job is
+   * undecided and its stream unclaimed (or already this attempt's, or held by
+   * an attempt that ended definitely, after a failover). True: this attempt
+   * owns the stream, and no other attempt of the job can win it. False: the
+   * attempt lost and must stop (it ends `superseded`). Fenced by the lease.
+   */
+  claimStream(params: { ownerId: string; jobId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean>;
   markRunning(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean>;
   /**
    * `starting`/`running` → `unknown`, fenced; the lease is kept so the

@@ -311,9 +311,10 @@ for (const db of TEST_DATABASES) {
 
     it('bad requests are refused like POST /v1/jobs, create nothing, and are not retried', async () => {
       const sdk = client({ maxRetries: 3 });
-      const stream = await rejection(sdk.chat.completions.create({ model: 'chat', messages, stream: true }, withKey(key)));
+      // A streaming request is refused the same way, before any byte of a stream (CONTRACT §7).
+      const stream = await rejection(sdk.chat.completions.create({ model: 'chat', messages, stream: true, n: 2 }, withKey(key)));
       expect([stream.status, stream.code]).toEqual([422, 'invalid_request']);
-      expect(stream.message).toContain('streaming is not supported');
+      expect(stream.message).toContain('must be 1');
       const unknown = await rejection(sdk.chat.completions.create({ model: 'gpt-4o', messages }, withKey(key)));
       expect([unknown.status, unknown.code]).toEqual([422, 'route_unknown']);
       const noMessages = await rejection(sdk.chat.completions.create({ model: 'chat' } as never, withKey(key)));

@@ -16,6 +16,8 @@ import type { JobWithAttempts } from '../../core/types.ts';
 import { bearerSecurity, chatCompletionBody, createJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
 import { chatCompletionOf, chatRouteOf, withOpenAiError } from '../chat-completion.ts';
+import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
+import { streamJobResponse } from '../job-stream.ts';
 import { idempotencyKeyOf, waitForJob } from './job-routes.ts';
 
 /** Options of the chat completions endpoint. */
@@ -29,6 +31,10 @@ export interface ChatRoutesOptions {
   readonly maxWaitMs?: number | undefined;
   /** The delay suggested by `Retry-After` (and `retry-after-ms`) on retryable answers. Default 1000 ms. */
   readonly retryAfterMs?: number | undefined;
+  /** Streaming: `: keep-alive` comments while nothing was sent. Default 15 000 ms (CONTRACT §7). */
+  readonly keepAliveMs?: number | undefined;
+  /** Streaming: the hub the executor of this process publishes to. Default the process's {@link defaultStreamHub}. */
+  readonly streamHub?: StreamHub | undefined;
 }
 
 /** Default of {@link ChatRoutesOptions.retryAfterMs}. */
@@ -57,7 +63,8 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
         'when the body is the same (canonical JSON), then waits for it. 200: the winning completion (`Idempotent-Replayed: true` when the key',
         'already had a job). 409 `attempt_in_doubt` (with `Retry-After`): an attempt is unknown. 502 `job_failed`: every provider failed',
         'definitely. 409 `job_finished`: the job was cancelled. 409 `attempt_in_flight` (with `Retry-After`): still running when the',
-        'server-side wait ended; retry with the same key. Job-bound answers carry `Onejob-Job-Id`. Streaming is not supported.',
+        'server-side wait ended; retry with the same key. Job-bound answers carry `Onejob-Job-Id`. With `stream: true`: the same answers while',
+        'nothing was sent, then `200 text/event-stream` (`chat.completion.chunk` events, `data: [DONE]`; a break ends with `event: error`).',
       ].join(' '),
       security: bearerSecurity,
       headers: createJobHeaders,
@@ -84,9 +91,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
     handler: async (request, reply) => {
       const idempotencyKey = idempotencyKeyOf(request);
       const body = request.body;
-      if (body.stream === true) {
-        throw bodyRejection('stream', 'must be false or absent: streaming is not supported (the answer comes once the job has finished)');
-      }
+      const streaming = body.stream === true;
       if (body.n !== undefined && body.n !== 1) {
         throw bodyRejection('n', 'must be 1 or absent: a job has one result');
       }
@@ -96,7 +101,9 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
           details: { route: body.model },
         });
       }
-      const { model: _model, stream: _stream, ...input } = body;
+      // A streaming job keeps `stream: true` in its input: the executor streams from the provider (CONTRACT §7).
+      const { model: _model, stream: _stream, ...rest } = body;
+      const input = streaming ? { ...rest, stream: true } : rest;
       let created: boolean;
       let job: JobWithAttempts;
       try {
@@ -128,6 +135,22 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
         request.log.info({ route, state: job.state }, 'chat request joined its job');
       }
 
+      if (streaming) {
+        const contract = config.routes[route]!.contract;
+        const outputSchema = contract === null ? undefined : (config.contracts[contract] as { outputSchema?: unknown } | undefined)?.outputSchema;
+        const streamOptions = (body as { stream_options?: { include_usage?: unknown } | null }).stream_options;
+        const r = await streamJobResponse({
+          ctx, request, reply, job, encoder: 'chat', model: body.model,
+          includeUsage: streamOptions?.include_usage === true,
+          buffered: outputSchema !== undefined && outputSchema !== null,
+          maxWaitMs, keepAliveMs: options.keepAliveMs, hub: options.streamHub ?? defaultStreamHub,
+        });
+        if (r.streamed) {
+          metrics.chatRequests.inc({ outcome: 'streamed', replayed });
+          return reply;
+        }
+        return answer(request, reply, r.job, replayed);
+      }
       const settled = await waitForJob(ctx, request, reply, job, maxWaitMs);
       return answer(request, reply, settled, replayed);
     },

@@ -293,6 +293,43 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(races[0]!.data).toMatchObject({ loser: primary.id, winner: hedge.id });
       });
 
+      it(`concurrent stream claims (CONTRACT §7): exactly one attempt owns the stream; the other can never win and ends superseded (${reps} repetitions)`, async () => {
+        const other = openAnother ? await openAnother() : store;
+        try {
+          for (let r = 0; r < reps; r++) {
+            const { jobId, primary, hedge } = await primaryAndHedge(`stream-claim-${r}`);
+            const claim = (s: JobStore, a: Attempt) => s.claimStream({ ownerId: OWNER, jobId, attemptId: a.id, ...fenceOf(a) });
+            const [p, h] = await Promise.all([claim(store, primary), claim(other, hedge)]);
+            expect([p, h].filter(Boolean)).toHaveLength(1);
+            const [owner, loser] = p ? [primary, hedge] : [hedge, primary];
+            expect(await claim(store, owner)).toBe(true); // idempotent for its owner
+            expect(await claim(store, loser)).toBe(false);
+            // The loser's completion fails the compare-and-swap even though the job is undecided.
+            const lost = await store.settleAttempt({ ownerId: OWNER, attemptId: loser.id, fence: fenceOf(loser), outcome: { state: 'succeeded', result: 'loser' } });
+            expect(lost.won).toBe(false);
+            expect(lost.attempt.state).toBe('superseded');
+            const won = await store.settleAttempt({ ownerId: OWNER, attemptId: owner.id, fence: fenceOf(owner), outcome: { state: 'succeeded', result: 'owner' } });
+            expect(won.won).toBe(true);
+            expect(await store.getJob(OWNER, jobId)).toMatchObject({ state: 'succeeded', completedBy: owner.id, result: 'owner' });
+            expect(await claim(store, owner)).toBe(false); // a decided job has no stream to claim
+          }
+        } finally {
+          if (other !== store) await other.close();
+        }
+      });
+
+      it('a stream loser may end superseded while the job is undecided; after the owner fails, the failover claims the stream', async () => {
+        const { jobId, primary, hedge } = await primaryAndHedge('stream-failover');
+        expect(await store.claimStream({ ownerId: OWNER, jobId, attemptId: primary.id, ...fenceOf(primary) })).toBe(true);
+        const stopped = await store.settleAttempt({ ownerId: OWNER, attemptId: hedge.id, fence: fenceOf(hedge), outcome: { state: 'superseded' } });
+        expect(stopped.attempt.state).toBe('superseded');
+        const failed = await store.settleAttempt({ ownerId: OWNER, attemptId: primary.id, fence: fenceOf(primary), outcome: { state: 'failed', error: { code: 'provider_stream_error', message: 'x' } } });
+        expect(failed.job.state).not.toBe('succeeded');
+        const [next] = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 1 }).then((c) => (c.length > 0 ? c.map((x) => x.attempt) : failed.failover ? [failed.failover] : []));
+        expect(next === undefined).toBe(false);
+        expect(await store.claimStream({ ownerId: OWNER, jobId, attemptId: next!.id, ...fenceOf(next!) })).toBe(true);
+      });
+
       it('a primary that started before its hedge and answers first wins (starting the hedge did not move the version)', async () => {
         const { jobId, primary, hedge } = await primaryAndHedge('inorder');
         expect(hedge.baseVersion).toBe(primary.baseVersion);

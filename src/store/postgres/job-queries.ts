@@ -5,12 +5,16 @@
  * per connection. Every statement filters by `owner_id` except the executor's
  * cross-owner queue scan.
  */
-import type { JobFinishParams, JobInsertRow, JobListParams, JobProgressParams } from '../driver.ts';
+import type { JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, JobStreamClaimParams } from '../driver.ts';
 import type { Job } from '../../core/types.ts';
 import { JOB_COLUMNS, jobFromRow, jsonParam, jsonValueParam, type JobRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
 
 const TERMINAL = `('succeeded', 'failed', 'cancelled')`;
+
+/** The job's stream is held by an attempt that ended definitely (the job failed over): it may be claimed again. */
+const STREAM_OWNER_ENDED = `stream_attempt_id IN (SELECT a.id FROM attempts a WHERE a.owner_id = jobs.owner_id AND a.job_id = jobs.id
+    AND a.state IN ('failed', 'cancelled', 'superseded'))`;
 
 /** The statements of this file, by name. */
 export const JOB_SQL = {
@@ -43,7 +47,18 @@ WHERE owner_id = $1 AND id = $2 AND state NOT IN ${TERMINAL}`,
     name: 'onejob_job_finish',
     text: `UPDATE jobs SET state = $4, completed_by = $5, result = $6, error = $7, skipped = $8,
                 version = version + 1, updated_at = $9, finished_at = $9
-WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL AND state NOT IN ${TERMINAL}`,
+WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL AND state NOT IN ${TERMINAL}
+  AND (stream_attempt_id IS NULL OR $5::text IS NULL OR stream_attempt_id = $5::text OR ${STREAM_OWNER_ENDED})`,
+  },
+  streamClaim: {
+    name: 'onejob_job_stream_claim',
+    text: `UPDATE jobs SET stream_attempt_id = $3
+WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERMINAL}
+  AND (stream_attempt_id IS NULL OR stream_attempt_id = $3 OR ${STREAM_OWNER_ENDED})`,
+  },
+  streamOwner: {
+    name: 'onejob_job_stream_owner',
+    text: `SELECT stream_attempt_id FROM jobs WHERE owner_id = $1 AND id = $2`,
   },
   listQueuedForUpdate: {
     name: 'onejob_job_list_queued_for_update',
@@ -139,6 +154,18 @@ export async function jobFinish(db: Queryable, p: JobFinishParams): Promise<bool
     ],
   });
   return res.rowCount === 1;
+}
+
+/** See {@link DriverQueries.jobStreamClaim}. */
+export async function jobStreamClaim(db: Queryable, p: JobStreamClaimParams): Promise<boolean> {
+  const res = await db.query({ ...JOB_SQL.streamClaim, values: [p.ownerId, p.id, p.attemptId] });
+  return res.rowCount === 1;
+}
+
+/** See {@link DriverQueries.jobStreamOwner}. */
+export async function jobStreamOwner(db: Queryable, ownerId: string, id: string): Promise<string | null> {
+  const res = await db.query<{ stream_attempt_id: string | null }>({ ...JOB_SQL.streamOwner, values: [ownerId, id] });
+  return res.rows[0]?.stream_attempt_id ?? null;
 }
 
 /** See {@link DriverQueries.jobListQueuedForUpdate}. */

@@ -164,6 +164,8 @@ function queriesOn(db: Queryable): DriverQueries {
     jobList: (params) => jobs.jobList(db, params),
     jobUpdateProgress: (params) => jobs.jobUpdateProgress(db, params),
     jobFinish: (params) => jobs.jobFinish(db, params),
+    jobStreamClaim: (params) => jobs.jobStreamClaim(db, params),
+    jobStreamOwner: (ownerId, id) => jobs.jobStreamOwner(db, ownerId, id),
     jobListQueuedForUpdate: (limit) => jobs.jobListQueuedForUpdate(db, limit),
     attemptInsert: (row) => attempts.attemptInsert(db, row),
     attemptListByJob: (ownerId, jobId) => attempts.attemptListByJob(db, ownerId, jobId),

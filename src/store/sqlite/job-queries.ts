@@ -23,12 +23,25 @@ export const JOB_UPDATE_PROGRESS = `
 UPDATE jobs SET state = @state, attempt_count = @attemptCount, skipped = @skipped, updated_at = @updatedAt
 WHERE owner_id = @ownerId AND id = @id AND state NOT IN ('succeeded', 'failed', 'cancelled')`;
 
-/** The outcome compare-and-swap (CONTRACT §2, invariant 2). */
+/** The job's stream is held by an attempt that ended definitely (the job failed over): it may be claimed again. */
+const STREAM_OWNER_ENDED = `stream_attempt_id IN (SELECT a.id FROM attempts a WHERE a.owner_id = jobs.owner_id AND a.job_id = jobs.id
+    AND a.state IN ('failed', 'cancelled', 'superseded'))`;
+
+/** The outcome compare-and-swap (CONTRACT §2, invariant 2), which also respects the job's stream owner (§7). */
 export const JOB_FINISH = `
 UPDATE jobs SET state = @state, completed_by = @completedBy, result = @result, error = @error, skipped = @skipped,
   version = version + 1, updated_at = @now, finished_at = @now
 WHERE owner_id = @ownerId AND id = @id AND version = @expectedVersion AND completed_by IS NULL
-  AND state NOT IN ('succeeded', 'failed', 'cancelled')`;
+  AND state NOT IN ('succeeded', 'failed', 'cancelled')
+  AND (stream_attempt_id IS NULL OR @completedBy IS NULL OR stream_attempt_id = @completedBy OR ${STREAM_OWNER_ENDED})`;
+
+/** The stream compare-and-swap (CONTRACT §7; see `DriverQueries.jobStreamClaim`). */
+export const JOB_STREAM_CLAIM = `
+UPDATE jobs SET stream_attempt_id = @attemptId
+WHERE owner_id = @ownerId AND id = @id AND completed_by IS NULL AND state NOT IN ('succeeded', 'failed', 'cancelled')
+  AND (stream_attempt_id IS NULL OR stream_attempt_id = @attemptId OR ${STREAM_OWNER_ENDED})`;
+
+export const JOB_STREAM_OWNER = `SELECT stream_attempt_id FROM jobs WHERE owner_id = ? AND id = ?`;
 
 /** SQLite has one writer at a time: the write transaction is the lock, so no SKIP LOCKED is needed. */
 export const JOB_LIST_QUEUED = `SELECT * FROM jobs WHERE state = 'queued' ORDER BY created_at LIMIT ?`;

@@ -31,6 +31,7 @@ import { OnejobError } from '../../core/errors.ts';
 import type { AttemptState, JobState } from '../../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobEventType } from '../../core/types.ts';
 import type {
+  JobStreamClaimParams,
   AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, Driver, DriverQueries, EventInsertRow,
   JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, LeaseExtendParams, MigrationResult,
 } from '../driver.ts';
@@ -404,6 +405,8 @@ class SqliteDriver implements Driver {
           ownerId: p.ownerId, id: p.id, expectedVersion: p.expectedVersion, state: p.state, completedBy: p.completedBy,
           result: json(p.result), error: p.error === null ? null : json(p.error), skipped: json(p.skipped), now: p.now.getTime(),
         })) === 1,
+      jobStreamClaim: async (p: JobStreamClaimParams) => (await run(J.JOB_STREAM_CLAIM, { ownerId: p.ownerId, id: p.id, attemptId: p.attemptId })) === 1,
+      jobStreamOwner: async (ownerId, id) => ((await get(J.JOB_STREAM_OWNER, ownerId, id))?.stream_attempt_id as string | null | undefined) ?? null,
       jobListQueuedForUpdate: async (limit) => (await all(J.JOB_LIST_QUEUED, limit)).map(toJob),
 
       attemptInsert: async (r: AttemptInsertRow) => {
