@@ -78,7 +78,7 @@ for (const db of TEST_DATABASES) {
         { model: 'gpt-then-claude', messages: [{ role: 'system', content: 'Use tools.' }, { role: 'user', content: 'Rome?' }], tools, tool_choice: 'required', stop: ['END'] },
         withKey(key),
       );
-      expect(c.provider).toBe('claude');
+      expect((c as unknown as { provider: string }).provider).toBe('claude');
       expect(c.choices[0]!.finish_reason).toBe('tool_calls');
       expect(c.choices[0]!.message.tool_calls).toEqual([{ id: 'toolu_9', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }]);
       const sent = gw.anthropicFake.calls[0]!.body as Record<string, unknown>;
@@ -96,7 +96,7 @@ for (const db of TEST_DATABASES) {
     it('a member the anthropic provider cannot express (logprobs) skips it with unsupported:logprobs; the openai one answers', async () => {
       gw.openaiFake.script([{ reply: 'ok' }]);
       const c = await client().chat.completions.create({ model: 'claude-then-gpt', messages: [{ role: 'user', content: 'x' }], logprobs: true }, withKey(key));
-      expect(c.provider).toBe('gpt');
+      expect((c as unknown as { provider: string }).provider).toBe('gpt');
       expect(gw.anthropicFake.calls).toHaveLength(0);
       const [job] = await gw.jobsWithKey(key);
       expect(job!.skipped).toEqual([{ provider: 'claude', reason: 'unsupported:logprobs' }]);
