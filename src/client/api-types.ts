@@ -890,6 +890,80 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a message (Anthropic-compatible, idempotent)
+         * @description Anthropic's Messages request; `model` names a route (or `route:<name>`). `x-api-key: <token>` is accepted instead of `Authorization: Bearer`. The same Idempotency-Key rules, job and answers as `POST /v1/chat/completions`; 200 is a Messages response (`type: "message"`, content blocks incl. `tool_use`, `stop_reason`, `usage`). Errors use Anthropic's body `{"type":"error","error":{"type","message"},"code"}` with the same status and `code`. Streaming is not yet supported here.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        max_tokens: number;
+                        messages: Record<string, unknown>[];
+                        /** @description A configured route name, or `route:<name>`. */
+                        model: string;
+                        stream?: boolean;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description The message, in Anthropic `message` shape. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/usage": {
         parameters: {
             query?: never;
@@ -1019,15 +1093,31 @@ export type components = {
         /** @description The winning attempt's completion in OpenAI's `chat.completion` shape. */
         ChatCompletion: {
             choices: {
+                /** @description `stop`, `length`, `tool_calls`, `content_filter`. */
                 finish_reason: string;
                 index: number;
-                logprobs: null;
+                /** @description Token log probabilities when the request asked for them (`logprobs: true`) and the provider sent them, else null. */
+                logprobs: {
+                    [key: string]: unknown;
+                } | null;
                 message: {
-                    /** @description The job result's content; a JSON value (route contract with an output schema) as its JSON text. */
-                    content: string;
-                    refusal: null;
+                    /** @description The job result's content; a JSON value (route contract with an output schema) as its JSON text; null when the answer is only tool calls or a refusal. */
+                    content: string | null;
+                    /** @description The provider's refusal text, if it sent one. */
+                    refusal: string | null;
                     /** @enum {string} */
                     role: "assistant";
+                    /** @description The tool calls of the answer (the job result's `tool_calls`), in OpenAI's shape; absent when there are none. */
+                    tool_calls?: {
+                        function: {
+                            /** @description JSON text, as the model wrote it. */
+                            arguments: string;
+                            name: string;
+                        };
+                        id: string;
+                        /** @enum {string} */
+                        type: "function";
+                    }[];
                 };
             }[];
             /** @description When the winning attempt finished, in Unix seconds. */

@@ -12,10 +12,13 @@ import type { Attempt, AttemptKind, RecordedError, SkippedProvider } from './typ
 export type AttemptView = Pick<Attempt, 'id' | 'provider' | 'state' | 'startedAt' | 'number'>;
 
 /**
- * Whether a provider may receive automatic traffic (failover or hedge) for a job.
- * Returns null when it may, or the reason it may not (e.g. `not_certified`).
+ * Whether a provider may receive traffic for a job.
+ * Returns null when it may, or the reason it may not (e.g. `not_certified`,
+ * or `unsupported:<member>` when the provider's protocol cannot express a
+ * member of the job's `input`, CONTRACT §7). The store passes the job's
+ * `input` at each routing decision.
  */
-export type EligibilityCheck = (provider: string, kind: AttemptKind) => string | null;
+export type EligibilityCheck = (provider: string, kind: AttemptKind, input?: unknown) => string | null;
 
 /** Every provider is eligible: the gate before any certification exists. */
 export const everyProviderEligible: EligibilityCheck = () => null;

@@ -126,12 +126,36 @@ export const chatCompletionSchema = {
             required: ['role', 'content', 'refusal'],
             properties: {
               role: { type: 'string', const: 'assistant' },
-              content: { type: 'string', description: "The job result's content; a JSON value (route contract with an output schema) as its JSON text." },
-              refusal: { type: 'null' },
+              content: {
+                type: ['string', 'null'],
+                description: "The job result's content; a JSON value (route contract with an output schema) as its JSON text; null when the answer is only tool calls or a refusal.",
+              },
+              refusal: { type: ['string', 'null'], description: "The provider's refusal text, if it sent one." },
+              tool_calls: {
+                type: 'array',
+                description: "The tool calls of the answer (the job result's `tool_calls`), in OpenAI's shape; absent when there are none.",
+                items: {
+                  type: 'object',
+                  required: ['id', 'type', 'function'],
+                  properties: {
+                    id: { type: 'string' },
+                    type: { type: 'string', const: 'function' },
+                    function: {
+                      type: 'object',
+                      required: ['name', 'arguments'],
+                      properties: { name: { type: 'string' }, arguments: { type: 'string', description: 'JSON text, as the model wrote it.' } },
+                    },
+                  },
+                },
+              },
             },
           },
-          finish_reason: { type: 'string' },
-          logprobs: { type: 'null' },
+          finish_reason: { type: 'string', description: '`stop`, `length`, `tool_calls`, `content_filter`.' },
+          logprobs: {
+            type: ['object', 'null'],
+            additionalProperties: true,
+            description: 'Token log probabilities when the request asked for them (`logprobs: true`) and the provider sent them, else null.',
+          },
         },
       },
     },

@@ -28,6 +28,7 @@ import { createMetrics, type Metrics } from './metrics.ts';
 import { toProblem } from './problem-details.ts';
 import { registerAttemptRoutes } from './routes/attempt-routes.ts';
 import { registerChatRoutes, type ChatRoutesOptions } from './routes/chat-routes.ts';
+import { MESSAGES_PATH, registerMessagesRoutes } from './routes/messages-routes.ts';
 import { registerJobRoutes } from './routes/job-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerUsageRoutes } from './routes/usage-routes.ts';
@@ -185,7 +186,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     // The request id (the load balancer's X-Request-Id, else a new one) is answered and logged with every line.
     reply.header('x-request-id', request.id);
     if (!request.url.startsWith('/v1/') && request.url !== '/v1') return;
-    const owner = authenticate(request.headers.authorization);
+    const owner = authenticate(credentialOf(request));
     if (owner === null) throw new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token');
     request.owner = owner;
     request.log = request.log.child({ owner });
@@ -217,6 +218,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
         { name: 'jobs', description: 'Idempotent jobs' },
         { name: 'attempts', description: 'Attempts of a job' },
         { name: 'openai', description: 'OpenAI-compatible endpoints' },
+        { name: 'anthropic', description: 'Anthropic-compatible endpoints' },
         { name: 'operations', description: 'Health, readiness, metrics' },
       ],
     },
@@ -226,6 +228,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     registerJobRoutes(scope, ctx);
     registerAttemptRoutes(scope, ctx);
     registerChatRoutes(scope, ctx, options.chatCompletions);
+    registerMessagesRoutes(scope, ctx, options.chatCompletions);
     registerOpsRoutes(scope, ctx);
     registerUsageRoutes(scope, ctx);
     registerEventRoutes(scope, ctx);
@@ -233,4 +236,18 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     registerDashboardRoutes(scope);
   });
   return app;
+}
+
+/**
+ * The credential of a request, as an `Authorization` value: the header
+ * itself, or on `/v1/messages` (and only there) `x-api-key: <token>` as
+ * Anthropic's clients send it (CONTRACT §3). `Authorization` wins when both are sent.
+ */
+function credentialOf(request: FastifyRequest): string | undefined {
+  const authorization = request.headers.authorization;
+  if (authorization !== undefined) return authorization;
+  const apiKey = request.headers['x-api-key'];
+  if (typeof apiKey !== 'string' || apiKey === '') return undefined;
+  const path = request.url.split('?')[0];
+  return path === MESSAGES_PATH ? `Bearer ${apiKey}` : undefined;
 }

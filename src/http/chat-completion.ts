@@ -38,12 +38,35 @@ export interface ChatCompletionResponse {
   readonly choices: readonly [
     {
       readonly index: 0;
-      readonly message: { readonly role: 'assistant'; readonly content: string; readonly refusal: null };
+      readonly message: {
+        readonly role: 'assistant';
+        /** The text; null when the answer is only tool calls or only a refusal (as OpenAI sends it). */
+        readonly content: string | null;
+        readonly refusal: string | null;
+        /** Present when the answer called tools (OpenAI's shape). */
+        readonly tool_calls?: readonly ChatToolCall[];
+      };
       readonly finish_reason: string;
-      readonly logprobs: null;
+      /** The token log probabilities when the request asked for them and the provider sent them, else null. */
+      readonly logprobs: unknown;
     },
   ];
   readonly usage: { readonly prompt_tokens: number; readonly completion_tokens: number; readonly total_tokens: number };
+}
+
+/** A tool call in OpenAI's shape, as stored in the job's `result.tool_calls`. */
+export interface ChatToolCall {
+  readonly id: string;
+  readonly type: 'function';
+  readonly function: { readonly name: string; readonly arguments: string };
+}
+
+/** The well-formed tool calls of a stored result (an explicit resolve may store anything). */
+function toolCallsOf(v: unknown): ChatToolCall[] {
+  if (!Array.isArray(v)) return [];
+  return v.filter(
+    (c): c is ChatToolCall => isRecord(c) && typeof c.id === 'string' && isRecord(c.function) && typeof c.function.name === 'string' && typeof c.function.arguments === 'string',
+  ).map((c) => ({ id: c.id, type: 'function', function: { name: c.function.name, arguments: c.function.arguments } }));
 }
 
 /** The completion id of a job: the same for every answer of that job. */
@@ -62,8 +85,10 @@ function count(v: unknown): number {
 /**
  * A succeeded job as an OpenAI `chat.completion`.
  *
- * The job's result is normally the normalized completion of CONTRACT §4
- * (`{content, finish_reason, model, provider, usage}`); `content` is sent as
+ * The job's result is normally the normalized completion of CONTRACT §4 and
+ * §7 (`{content, finish_reason, model, provider, usage, tool_calls, refusal?,
+ * logprobs?}`): `tool_calls`, `refusal` and `logprobs` come back in OpenAI's
+ * shape (`content: null` when there is no text beside them); `content` is sent as
  * it is when it is text, else as its JSON text (a route contract with an
  * output schema stores the parsed value). A result given by an explicit
  * resolve may be any JSON: when it has no `content` member, the whole result
@@ -77,7 +102,12 @@ export function chatCompletionOf(job: JobWithAttempts, config: OnejobConfig): Ch
   const result = job.result;
   const normalized = isRecord(result) && Object.hasOwn(result, 'content') ? result : null;
   const value = normalized === null ? result : normalized.content;
-  const content = typeof value === 'string' ? value : JSON.stringify(value ?? null);
+  const text = typeof value === 'string' ? value : JSON.stringify(value ?? null);
+  const toolCalls = toolCallsOf(normalized?.tool_calls);
+  const refusal = typeof normalized?.refusal === 'string' ? normalized.refusal : null;
+  // OpenAI sends `content: null` beside tool calls or a refusal when there is no text.
+  const content = text === '' && (toolCalls.length > 0 || refusal !== null) ? null : text;
+  const logprobs = isRecord(normalized?.logprobs) ? normalized.logprobs : null;
   const provider = typeof normalized?.provider === 'string' ? normalized.provider : (winner?.provider ?? '');
   const configuredModel = Object.hasOwn(config.providers, provider) ? config.providers[provider]?.model : undefined;
   const model = typeof normalized?.model === 'string' && normalized.model !== '' ? normalized.model : (configuredModel ?? job.route);
@@ -92,7 +122,14 @@ export function chatCompletionOf(job: JobWithAttempts, config: OnejobConfig): Ch
     created: Math.floor(finishedAt.getTime() / 1000),
     model,
     provider,
-    choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, finish_reason: finishReason, logprobs: null }],
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content, refusal, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+        finish_reason: finishReason,
+        logprobs,
+      },
+    ],
     usage: {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,

@@ -39,6 +39,25 @@ export async function compileRouteContracts(config: OnejobConfig): Promise<Map<s
   return contracts;
 }
 
+/** The members of a job's input `provider` cannot express (none for an unknown provider). */
+export type UnsupportedMembers = (provider: string, input: unknown) => readonly string[];
+
+/**
+ * `unsupported:<member>` for the first member of `input` the provider cannot
+ * express, else null. Only chat inputs (objects) are asked; a check that
+ * throws on a strange input refuses nothing (the adapter rejects it anyway).
+ */
+function unsupportedReason(unsupported: UnsupportedMembers, provider: string, input: unknown): string | null {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return null;
+  let members: readonly string[];
+  try {
+    members = unsupported(provider, input);
+  } catch {
+    return null;
+  }
+  return members.length > 0 ? `unsupported:${members[0]}` : null;
+}
+
 /**
  * The certification gates of every route.
  *
@@ -51,17 +70,31 @@ export class RouteGates {
   /** Each route's gate as of the verdicts seen last: answers direct calls only. */
   readonly #last = new Map<string, EligibilityCheck>();
 
-  constructor(config: OnejobConfig, contracts: ReadonlyMap<string, CompiledContract>) {
+  /** The input gate alone (routes without a contract); every provider eligible without `unsupported`. */
+  readonly #inputOnly: EligibilityCheck;
+
+  /**
+   * @param unsupported the members of a job's input a provider's protocol
+   *   cannot express (`Provider.unsupportedMembers`); a provider with any is
+   *   refused with `unsupported:<first>` (CONTRACT §7). Absent: none.
+   */
+  constructor(config: OnejobConfig, contracts: ReadonlyMap<string, CompiledContract>, unsupported?: UnsupportedMembers) {
     const models = Object.fromEntries(Object.entries(config.providers).map(([n, p]) => [n, p.model]));
+    const withMembers = (gate: EligibilityCheck): EligibilityCheck =>
+      unsupported === undefined ? gate : (provider, kind, input) => gate(provider, kind, input) ?? unsupportedReason(unsupported, provider, input);
+    this.#inputOnly = withMembers(everyProviderEligible);
     for (const [route, rc] of Object.entries(config.routes)) {
       const contractFingerprint = contracts.get(route)?.fingerprint ?? null;
-      if (contractFingerprint === null) continue; // nothing to certify: every provider eligible
+      if (contractFingerprint === null) continue; // nothing to certify: only the input gate
       const decide = (certifications: readonly CertificationView[]): EligibilityCheck => {
         const gate = certificationGate({ certifications, chain: rc.providers, contractFingerprint, models });
         this.#last.set(route, gate);
-        return gate;
+        return withMembers(gate);
       };
-      this.#gates.set(route, certificationBound(rc.providers, decide, (provider, kind) => (this.#last.get(route) ?? decide([]))(provider, kind)));
+      this.#gates.set(
+        route,
+        certificationBound(rc.providers, decide, withMembers((provider, kind) => (this.#last.get(route) ?? certificationGate({ certifications: [], chain: rc.providers, contractFingerprint, models }))(provider, kind))),
+      );
     }
   }
 
@@ -75,7 +108,7 @@ export class RouteGates {
    * without a contract). Given to the store, it is decided on the
    * certifications read in the routing transaction.
    */
-  readonly eligible = (route: string): EligibilityCheck => this.#gates.get(route) ?? everyProviderEligible;
+  readonly eligible = (route: string): EligibilityCheck => this.#gates.get(route) ?? this.#inputOnly;
 
   /** Updates what direct calls of the gates answer (routing decisions read afresh anyway). */
   remember(certifications: readonly CertificationView[]): void {

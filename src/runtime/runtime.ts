@@ -19,7 +19,7 @@ import { checkOutput } from '../contracts/check-output.ts';
 import type { CompiledContract } from '../contracts/compile-contract.ts';
 import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
 import { createProvider } from '../providers/create-provider.ts';
-import type { Provider, ProviderConfig } from '../providers/provider.ts';
+import type { ChatRequest, Provider, ProviderConfig } from '../providers/provider.ts';
 import type { Store } from '../store/store.ts';
 import { pricingOf } from '../config/pricing.ts';
 
@@ -55,7 +55,7 @@ export class Runtime {
     this.providers = providers;
     this.contracts = contracts;
     this.#logger = o.logger;
-    this.#gates = new RouteGates(o.config, contracts);
+    this.#gates = new RouteGates(o.config, contracts, (provider, input) => providers.get(provider)?.unsupportedMembers(input as ChatRequest) ?? []);
   }
 
   /** Builds providers and compiles contracts; loads certifications. */

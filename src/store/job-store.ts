@@ -240,7 +240,7 @@ export class JobStore implements Store {
       const now = await this.#now(q);
       const decision = decideStartAttempt({
         jobState: job.state, chain: job.providers, attempts, kind: p.kind, provider: p.provider ?? defaultManualProvider(p.kind, job.providers, attempts),
-        hedgeAfterMs: p.hedgeAfterMs, now, eligible: await routingGate(q, p.eligible ?? everyProviderEligible),
+        hedgeAfterMs: p.hedgeAfterMs, now, eligible: await routingGate(q, p.eligible ?? everyProviderEligible, job.input),
       });
       return this.#insertAttempt(q, job, attempts, decision.provider, p.kind, decision.skipped, now, p.lease);
     });
@@ -323,7 +323,7 @@ export class JobStore implements Store {
         events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { ...who, error }));
         if (!isJobTerminal(job.state)) {
           const after = attempts.map((a) => (a.id === attempt.id ? { ...a, state: state as AttemptState } : a));
-          const next = decideAfterSettle(job.providers, after, await routingGate(q, eligible), error);
+          const next = decideAfterSettle(job.providers, after, await routingGate(q, eligible, job.input), error);
           if (next.action === 'stay') {
             await q.jobUpdateProgress({ ownerId: p.ownerId, id: job.id, state: next.state, attemptCount: after.length, skipped: job.skipped, updatedAt: now });
           } else if (next.action === 'failover') {
@@ -375,7 +375,7 @@ export class JobStore implements Store {
         const existing = await q.attemptListByJob(job.ownerId, job.id);
         let gate = gates.get(job.route);
         if (!gate) gates.set(job.route, (gate = await routingGate(q, gateOf(job.route))));
-        const plan = planNextProvider(job.providers, existing, gate, 'first');
+        const plan = planNextProvider(job.providers, existing, withInput(gate, job.input), 'first');
         changed.push(job);
         if (plan.provider === null) {
           const error: RecordedError = { code: 'providers_exhausted', message: 'no provider of the chain is eligible', details: { skipped: plan.skipped } };
@@ -704,9 +704,14 @@ export class JobStore implements Store {
  * decided on the verdicts read now, in the deciding transaction `q`; any
  * other check as it is.
  */
-async function routingGate(q: DriverQueries, check: EligibilityCheck): Promise<EligibilityCheck> {
-  if (!isCertificationBound(check)) return check;
-  return check.withVerdicts(await q.certificationVerdicts(check.certificationProviders));
+async function routingGate(q: DriverQueries, check: EligibilityCheck, input?: unknown): Promise<EligibilityCheck> {
+  const decided = isCertificationBound(check) ? check.withVerdicts(await q.certificationVerdicts(check.certificationProviders)) : check;
+  return input === undefined ? decided : withInput(decided, input);
+}
+
+/** `check` asked about one job's `input` (a gate may refuse `unsupported:<member>`, CONTRACT §7). */
+function withInput(check: EligibilityCheck, input: unknown): EligibilityCheck {
+  return (provider, kind) => check(provider, kind, input);
 }
 
 /**

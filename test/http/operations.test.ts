@@ -105,7 +105,7 @@ describe('operations', () => {
     expect(paths).toEqual(
       [
         '/healthz', '/metrics', '/readyz', '/v1/attempts/{id}/resolve', '/v1/chat/completions', '/v1/jobs', '/v1/jobs/{id}',
-        '/v1/jobs/{id}/attempts', '/v1/jobs/{id}/cancel',
+        '/v1/jobs/{id}/attempts', '/v1/jobs/{id}/cancel', '/v1/messages',
         '/v1/usage', '/v1/events', '/v1/jobs/{id}/events', '/v1/certifications',
       ].sort(),
     );

@@ -5,20 +5,18 @@
  *
  * Same lifecycle as `POST /v1/jobs`: authentication and the Idempotency-Key
  * check before the body is read ({@link idempotencyKeyOf}), strict JSON, the
- * schema (422), then the store. The wait is the long-poll's
- * ({@link waitForJob}). Every problem this route answers also carries an
+ * schema (422), then the store. Creating/joining the job and waiting for it
+ * are shared with `POST /v1/messages` (`../chat-job.ts`). Every problem this route answers also carries an
  * OpenAI-style `error` member, so the OpenAI SDKs surface onejob's `code`.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { fingerprint } from '../../core/fingerprint.ts';
-import { OnejobError, isOnejobError } from '../../core/errors.ts';
-import type { JobWithAttempts } from '../../core/types.ts';
+import type { FastifyInstance } from 'fastify';
 import { bearerSecurity, chatCompletionBody, createJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
-import { bindLog, type AppContext } from '../app-context.ts';
-import { chatCompletionOf, chatRouteOf, withOpenAiError } from '../chat-completion.ts';
+import type { AppContext } from '../app-context.ts';
+import { chatCompletionOf, withOpenAiError } from '../chat-completion.ts';
+import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
 import { streamJobResponse } from '../job-stream.ts';
-import { idempotencyKeyOf, waitForJob } from './job-routes.ts';
+import { idempotencyKeyOf } from './job-routes.ts';
 
 /** Options of the chat completions endpoint. */
 export interface ChatRoutesOptions {
@@ -41,18 +39,13 @@ export interface ChatRoutesOptions {
 export const DEFAULT_CHAT_RETRY_AFTER_MS = 1_000;
 
 /** Header naming the job a chat answer belongs to. */
-export const JOB_ID_HEADER = 'onejob-job-id';
+export { JOB_ID_HEADER } from '../chat-job.ts';
 
 /** Registers `POST /v1/chat/completions`. */
 export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, options: ChatRoutesOptions = {}): void {
-  const { store, config, metrics } = ctx;
+  const { config } = ctx;
   const maxWaitMs = options.maxWaitMs ?? ctx.config.chatMaxWaitMs;
   const retryAfterMs = options.retryAfterMs ?? DEFAULT_CHAT_RETRY_AFTER_MS;
-
-  /** Headers that tell a client to come back with the same key. */
-  const retryLater = (reply: FastifyReply): void => {
-    reply.header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).header('retry-after-ms', String(retryAfterMs));
-  };
 
   app.post<{ Body: ChatCompletionBody }>('/v1/chat/completions', {
     schema: {
@@ -95,104 +88,33 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
       if (body.n !== undefined && body.n !== 1) {
         throw bodyRejection('n', 'must be 1 or absent: a job has one result');
       }
-      const route = chatRouteOf(body.model, config.routes);
-      if (route === null) {
-        throw new OnejobError('route_unknown', `no route named ${JSON.stringify(body.model)} is configured (model names a route, or route:<name>)`, {
-          details: { route: body.model },
-        });
-      }
-      // A streaming job keeps `stream: true` in its input: the executor streams from the provider (CONTRACT §7).
       const { model: _model, stream: _stream, ...rest } = body;
+      // A streaming job keeps `stream: true` in its input: the executor streams from the provider (CONTRACT §7).
       const input = streaming ? { ...rest, stream: true } : rest;
-      let created: boolean;
-      let job: JobWithAttempts;
-      try {
-        ({ job, created } = await store.createJob({
-          ownerId: request.owner,
-          idempotencyKey,
-          route,
-          input,
-          providers: config.routes[route]!.providers,
-          // The whole body: a replay must repeat it exactly (canonically), model and stream included.
-          fingerprint: fingerprint({ endpoint: 'chat.completions', body }),
-        }));
-      } catch (error) {
-        if (isOnejobError(error, 'idempotency_key_reused')) {
-          metrics.conflicts.inc();
-          request.log.info({ idempotency_key: idempotencyKey }, 'idempotency key reused with a different body');
-        }
-        throw error;
-      }
-      bindLog(request, reply, { job_id: job.id });
-      reply.header(JOB_ID_HEADER, job.id);
-      const replayed = created ? 'false' : 'true';
-      if (created) {
-        metrics.jobsCreated.inc({ route });
-        request.log.info({ route }, 'chat job created');
-      } else {
-        metrics.replays.inc({ route });
-        reply.header('idempotent-replayed', 'true');
-        request.log.info({ route, state: job.state }, 'chat request joined its job');
-      }
-
+      // The whole body is fingerprinted: a replay must repeat it exactly (canonically), model and stream included.
+      const created = await createChatJob(ctx, request, reply, { endpoint: 'chat.completions', model: body.model, input, body, idempotencyKey });
       if (streaming) {
-        const contract = config.routes[route]!.contract;
+        const route = created.job.route;
+        const contract = config.routes[route]?.contract ?? null;
         const outputSchema = contract === null ? undefined : (config.contracts[contract] as { outputSchema?: unknown } | undefined)?.outputSchema;
         const streamOptions = (body as { stream_options?: { include_usage?: unknown } | null }).stream_options;
         const r = await streamJobResponse({
-          ctx, request, reply, job, encoder: 'chat', model: body.model,
+          ctx, request, reply, job: created.job, encoder: 'chat', model: body.model,
           includeUsage: streamOptions?.include_usage === true,
           buffered: outputSchema !== undefined && outputSchema !== null,
           maxWaitMs, keepAliveMs: options.keepAliveMs, hub: options.streamHub ?? defaultStreamHub,
         });
         if (r.streamed) {
-          metrics.chatRequests.inc({ outcome: 'streamed', replayed });
+          ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: created.replayed });
           return reply;
         }
-        return answer(request, reply, r.job, replayed);
+        const settled = await settleChatJob(ctx, request, reply, { ...created, job: r.job }, { maxWaitMs: 0, retryAfterMs });
+        return reply.code(200).send(chatCompletionOf(settled, config));
       }
-      const settled = await waitForJob(ctx, request, reply, job, maxWaitMs);
-      return answer(request, reply, settled, replayed);
+      const settled = await settleChatJob(ctx, request, reply, created, { maxWaitMs, retryAfterMs });
+      return reply.code(200).send(chatCompletionOf(settled, config));
     },
   });
-
-  function answer(request: FastifyRequest, reply: FastifyReply, job: JobWithAttempts, replayed: string): unknown {
-    const details = { job_id: job.id };
-    switch (job.state) {
-      case 'succeeded':
-        metrics.chatRequests.inc({ outcome: 'succeeded', replayed });
-        return reply.code(200).send(chatCompletionOf(job, config));
-      case 'unknown': {
-        metrics.chatRequests.inc({ outcome: 'in_doubt', replayed });
-        retryLater(reply);
-        const doubt = job.attempts.find((a) => a.state === 'unknown' || a.state === 'starting');
-        const which = doubt === undefined ? 'an attempt' : `attempt ${doubt.number} (${doubt.provider})`;
-        throw new OnejobError('attempt_in_doubt', `${which} of job ${job.id} is unknown: the provider may have run it; retry with the same key later, or resolve it`, {
-          details: doubt === undefined ? details : { ...details, attempt_id: doubt.id },
-        });
-      }
-      case 'failed':
-        metrics.chatRequests.inc({ outcome: 'failed', replayed });
-        reply.header('x-should-retry', 'false');
-        throw new OnejobError('job_failed', `job ${job.id} failed: ${job.error?.message ?? 'every provider failed'}`, {
-          details: { ...details, job_error: job.error },
-        });
-      case 'cancelled':
-        metrics.chatRequests.inc({ outcome: 'cancelled', replayed });
-        reply.header('x-should-retry', 'false');
-        throw new OnejobError('job_finished', `job ${job.id} was cancelled`, { details: { ...details, state: job.state } });
-      default: {
-        const gone = request.raw.socket?.destroyed === true;
-        metrics.chatRequests.inc({ outcome: gone ? 'client_closed' : 'pending', replayed });
-        if (!gone) request.log.info({ state: job.state, shutting_down: ctx.closing.aborted }, 'chat wait ended with the job still running');
-        retryLater(reply);
-        const why = ctx.closing.aborted ? 'the server is shutting down' : `the wait ended after ${maxWaitMs} ms`;
-        throw new OnejobError('attempt_in_flight', `job ${job.id} is still ${job.state} (${why}); retry with the same Idempotency-Key to keep waiting`, {
-          details: { ...details, state: job.state },
-        });
-      }
-    }
-  }
 }
 
 /**

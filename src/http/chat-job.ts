@@ -1,0 +1,151 @@
+/**
+ * The job underneath the gateway endpoints (CONTRACT §3 and §7):
+ * `POST /v1/chat/completions` and `POST /v1/messages` both create or join the
+ * job of their Idempotency-Key ({@link createChatJob}), wait for it, and turn
+ * its state into an answer or a problem ({@link settleChatJob}). Only the
+ * shape of the success differs, so the endpoints share this and nothing else.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { fingerprint } from '../core/fingerprint.ts';
+import { OnejobError, isOnejobError } from '../core/errors.ts';
+import type { JobWithAttempts } from '../core/types.ts';
+import { bindLog, type AppContext } from './app-context.ts';
+import { chatRouteOf } from './chat-completion.ts';
+import { waitForJob } from './routes/job-routes.ts';
+
+/** Header naming the job a gateway answer belongs to. */
+export const JOB_ID_HEADER = 'onejob-job-id';
+
+/** What {@link createChatJob} is given. */
+export interface ChatJobRequest {
+  /** The endpoint, part of the fingerprint: one key cannot be replayed across endpoints. */
+  readonly endpoint: 'chat.completions' | 'messages';
+  /** The request's `model`: a route name or `route:<name>`. */
+  readonly model: string;
+  /** The job's input (the chat input, OpenAI shape). */
+  readonly input: unknown;
+  /** The whole request body: a replay must repeat it exactly (canonically). */
+  readonly body: unknown;
+  readonly idempotencyKey: string;
+}
+
+/** A created or joined job. */
+export interface ChatJob {
+  readonly job: JobWithAttempts;
+  readonly created: boolean;
+  /** `'true'` when the key already had a job (the metrics' label). */
+  readonly replayed: 'true' | 'false';
+}
+
+/**
+ * Creates the job of (owner, Idempotency-Key), or joins the one that key
+ * already created for the same body: names the route (`422 route_unknown`),
+ * sets `Onejob-Job-Id` and `Idempotent-Replayed`, counts and logs.
+ *
+ * @throws OnejobError `route_unknown`, `idempotency_key_reused`, or the store's.
+ */
+export async function createChatJob(ctx: AppContext, request: FastifyRequest, reply: FastifyReply, p: ChatJobRequest): Promise<ChatJob> {
+  const { store, config, metrics } = ctx;
+  const route = chatRouteOf(p.model, config.routes);
+  if (route === null) {
+    throw new OnejobError('route_unknown', `no route named ${JSON.stringify(p.model)} is configured (model names a route, or route:<name>)`, {
+      details: { route: p.model },
+    });
+  }
+  let created: boolean;
+  let job: JobWithAttempts;
+  try {
+    ({ job, created } = await store.createJob({
+      ownerId: request.owner,
+      idempotencyKey: p.idempotencyKey,
+      route,
+      input: p.input,
+      providers: config.routes[route]!.providers,
+      fingerprint: fingerprint({ endpoint: p.endpoint, body: p.body }),
+    }));
+  } catch (error) {
+    if (isOnejobError(error, 'idempotency_key_reused')) {
+      metrics.conflicts.inc();
+      request.log.info({ idempotency_key: p.idempotencyKey }, 'idempotency key reused with a different body');
+    }
+    throw error;
+  }
+  bindLog(request, reply, { job_id: job.id });
+  reply.header(JOB_ID_HEADER, job.id);
+  if (created) {
+    metrics.jobsCreated.inc({ route });
+    request.log.info({ route, endpoint: p.endpoint }, 'chat job created');
+  } else {
+    metrics.replays.inc({ route });
+    reply.header('idempotent-replayed', 'true');
+    request.log.info({ route, endpoint: p.endpoint, state: job.state }, 'chat request joined its job');
+  }
+  return { job, created, replayed: created ? 'false' : 'true' };
+}
+
+/** Options of {@link settleChatJob}. */
+export interface SettleChatJobOptions {
+  /** The longest the request waits for its job. */
+  readonly maxWaitMs: number;
+  /** The delay `Retry-After` / `retry-after-ms` suggest on retryable answers. */
+  readonly retryAfterMs: number;
+}
+
+/**
+ * Waits for the job (the long-poll's wait) and returns it once it
+ * succeeded; any other end is thrown as the contract's problem, with the
+ * headers the official SDKs act on:
+ * - `unknown` → `409 attempt_in_doubt` with `Retry-After`;
+ * - `failed` → `502 job_failed` with `x-should-retry: false`;
+ * - `cancelled` → `409 job_finished` with `x-should-retry: false`;
+ * - still running when the wait ends → `409 attempt_in_flight` with `Retry-After`.
+ */
+export async function settleChatJob(
+  ctx: AppContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  created: ChatJob,
+  options: SettleChatJobOptions,
+): Promise<JobWithAttempts> {
+  const { metrics } = ctx;
+  const { replayed } = created;
+  const job = await waitForJob(ctx, request, reply, created.job, options.maxWaitMs);
+  const retryLater = (): void => {
+    reply.header('retry-after', String(Math.max(1, Math.ceil(options.retryAfterMs / 1000)))).header('retry-after-ms', String(options.retryAfterMs));
+  };
+  const details = { job_id: job.id };
+  switch (job.state) {
+    case 'succeeded':
+      metrics.chatRequests.inc({ outcome: 'succeeded', replayed });
+      return job;
+    case 'unknown': {
+      metrics.chatRequests.inc({ outcome: 'in_doubt', replayed });
+      retryLater();
+      const doubt = job.attempts.find((a) => a.state === 'unknown' || a.state === 'starting');
+      const which = doubt === undefined ? 'an attempt' : `attempt ${doubt.number} (${doubt.provider})`;
+      throw new OnejobError('attempt_in_doubt', `${which} of job ${job.id} is unknown: the provider may have run it; retry with the same key later, or resolve it`, {
+        details: doubt === undefined ? details : { ...details, attempt_id: doubt.id },
+      });
+    }
+    case 'failed':
+      metrics.chatRequests.inc({ outcome: 'failed', replayed });
+      reply.header('x-should-retry', 'false');
+      throw new OnejobError('job_failed', `job ${job.id} failed: ${job.error?.message ?? 'every provider failed'}`, {
+        details: { ...details, job_error: job.error },
+      });
+    case 'cancelled':
+      metrics.chatRequests.inc({ outcome: 'cancelled', replayed });
+      reply.header('x-should-retry', 'false');
+      throw new OnejobError('job_finished', `job ${job.id} was cancelled`, { details: { ...details, state: job.state } });
+    default: {
+      const gone = request.raw.socket?.destroyed === true;
+      metrics.chatRequests.inc({ outcome: gone ? 'client_closed' : 'pending', replayed });
+      if (!gone) request.log.info({ state: job.state, shutting_down: ctx.closing.aborted }, 'chat wait ended with the job still running');
+      retryLater();
+      const why = ctx.closing.aborted ? 'the server is shutting down' : `the wait ended after ${options.maxWaitMs} ms`;
+      throw new OnejobError('attempt_in_flight', `job ${job.id} is still ${job.state} (${why}); retry with the same Idempotency-Key to keep waiting`, {
+        details: { ...details, state: job.state },
+      });
+    }
+  }
+}
