@@ -149,6 +149,37 @@ for (const db of TEST_DATABASES) {
       expect(gw.openaiFake.calls).toHaveLength(1);
     });
 
+    it("messages.stream: Anthropic's event sequence from either provider type; a double click shares one stream (one provider call); a replay streams the stored result", async () => {
+      for (const [model, fake] of [['gpt', gw.openaiFake], ['claude', gw.anthropicFake]] as const) {
+        gw.reset();
+        const k = `${key}-${model}`;
+        fake.script([{ reply: 'A cat sat on the mat.', chunks: ['A cat ', 'sat on ', 'the mat.'], chunkDelayMs: 30, usage: { prompt_tokens: 9, completion_tokens: 6 } }]);
+        const req = { model, max_tokens: 64, messages: [{ role: 'user' as const, content: 'Summarize: the cat.' }] };
+        const events: string[][] = [[], []];
+        const streams = [0, 1].map((i) => {
+          const s = client().messages.stream(req, withKey(k));
+          s.on('streamEvent', (e) => events[i]!.push(e.type));
+          return s;
+        });
+        const finals = await Promise.all(streams.map((s) => s.finalMessage()));
+        for (const [i, m] of finals.entries()) {
+          expect(m.content).toEqual([{ type: 'text', text: 'A cat sat on the mat.', citations: null }].map((b) => expect.objectContaining({ type: b.type, text: b.text })));
+          expect(m.stop_reason).toBe('end_turn');
+          expect(events[i]![0]).toBe('message_start');
+          expect(events[i]!.at(-1)).toBe('message_stop');
+          expect(events[i]!.filter((t) => t === 'content_block_delta').length).toBeGreaterThanOrEqual(1);
+        }
+        expect(fake.calls).toHaveLength(1);
+        expect(fake.calls[0]!.body).toMatchObject({ stream: true });
+        const [job] = await gw.jobsWithKey(k);
+        expect(job).toMatchObject({ state: 'succeeded', result: { content: 'A cat sat on the mat.' } });
+        const { response } = await client().messages.stream(req, withKey(k)).withResponse();
+        expect(response.headers.get('idempotent-replayed')).toBe('true');
+        expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+        expect(fake.calls).toHaveLength(1);
+      }
+    });
+
     it("every problem answer of the route is Anthropic's error body (application/json), the same status and code as elsewhere; none creates a job", async () => {
       const ok = { model: 'gpt', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] };
       const cases: [string, Response, number, string, string][] = [
@@ -156,7 +187,6 @@ for (const db of TEST_DATABASES) {
         ['no key', await post('/v1/messages', ok, { 'x-api-key': TOKEN }), 400, 'invalid_request_error', 'idempotency_key_missing'],
         ['not JSON', await post('/v1/messages', '{"model":', { 'x-api-key': TOKEN, 'idempotency-key': key }), 400, 'invalid_request_error', 'invalid_request'],
         ['no max_tokens', await post('/v1/messages', { model: 'gpt', messages: ok.messages }, { 'x-api-key': TOKEN, 'idempotency-key': key }), 422, 'invalid_request_error', 'invalid_request'],
-        ['stream', await post('/v1/messages', { ...ok, stream: true }, { 'x-api-key': TOKEN, 'idempotency-key': key }), 422, 'invalid_request_error', 'invalid_request'],
         [
           'unsupported block',
           await post('/v1/messages', { ...ok, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, { 'x-api-key': TOKEN, 'idempotency-key': key }),
