@@ -100,19 +100,26 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
   });
 
   it('filters by state and route, and searches by idempotency key', async () => {
+    // Clear re-renders the form from the URL: wait for that (every job listed, the filters empty)
+    // before choosing the next filter, or the re-render resets a choice made in between.
+    const clear = async () => {
+      await page.getByRole('button', { name: 'Clear' }).click();
+      await expect.poll(() => page.locator('tr[data-job]').count()).toBe(6);
+      expect(await page.getByLabel('State').inputValue()).toBe('');
+      expect(await page.getByLabel('Route').inputValue()).toBe('');
+    };
     await page.getByLabel('State').selectOption('unknown');
     await page.getByRole('button', { name: 'Apply' }).click();
     await expect.poll(() => page.locator('tr[data-job]').count()).toBe(2);
-    await page.getByRole('button', { name: 'Clear' }).click();
+    await clear();
     await page.getByLabel('Route').selectOption('hedged');
     await page.getByRole('button', { name: 'Apply' }).click();
     await expect.poll(() => page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')))).toEqual([jobs.hedge.id]);
-    await page.getByRole('button', { name: 'Clear' }).click();
+    await clear();
     await page.getByLabel('Search').fill('checkout-');
     await page.getByLabel('Search').press('Enter');
     await expect.poll(() => page.locator('tr[data-job]').count()).toBe(2);
-    await page.getByRole('button', { name: 'Clear' }).click();
-    await expect.poll(() => page.locator('tr[data-job]').count()).toBe(6);
+    await clear();
   });
 
   it('opens a job: attempts on one time axis, the winner marked, the superseded loser greyed with its cost, the event log', async () => {
