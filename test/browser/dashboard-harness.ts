@@ -3,13 +3,18 @@
  * screenshots: a temp SQLite database, embedded fake providers with pricing
  * (the primary hangs on "hang", fails on "fail", answers slowly on "slow"),
  * a plain, a hedged and a contract route, certifications recorded by a real
- * `onejob verify`, and jobs made over the HTTP API as an application would.
+ * `onejob verify`, and jobs made over the HTTP API as an application would,
+ * except the hedge race whose superseded loser has a cost: over HTTP the
+ * loser is aborted as soon as the hedge wins, so it is seeded through the
+ * store before the server starts ({@link seedHedgeRace}).
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { meterUsage } from '../../src/core/usage.ts';
+import { openStore } from '../../src/store/open-store.ts';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const BIN = join(ROOT, 'bin/onejob');
@@ -72,6 +77,51 @@ export function dashboardConfig(dbPath: string): Record<string, unknown> {
   };
 }
 
+/** The idempotency key of the seeded hedge race ({@link seedHedgeRace}). */
+export const HEDGE_RACE_KEY = 'search-2001';
+
+/**
+ * Writes, through the store (the same calls and in the order the executor
+ * makes them), a hedged job whose primary answered just as the hedge won: the
+ * hedge (fallback, 1100 + 300 tokens) wins the compare-and-swap, then the
+ * primary's answer (1800 + 600 tokens), already received when the abort
+ * reached it, is superseded and keeps its usage and cost (CONTRACT §8).
+ * Over HTTP this is a race (a loser is aborted as soon as the job is decided,
+ * and one aborted before it answered has no usage); seeded, it is the same
+ * every run. Returns the job's id.
+ */
+export async function seedHedgeRace(dbPath: string, config: Record<string, any>): Promise<string> {
+  const store = await openStore(`sqlite:${dbPath}`);
+  try {
+    await store.migrate();
+    const input = { messages: [{ role: 'user', content: 'slow answer please' }] };
+    const { job } = await store.createJob({ ownerId: 'alice', idempotencyKey: HEDGE_RACE_KEY, route: 'hedged', input, providers: ['primary', 'fallback'] });
+    const lease = { leaseOwner: 'exe_seed', leaseMs: 60_000 };
+    const [claimed] = await store.claimWork({ ...lease, limit: 1 });
+    if (!claimed || claimed.job.id !== job.id) throw new Error('seed: the hedged job was not claimed');
+    const primary = claimed.attempt;
+    await store.markRunning({ ownerId: 'alice', attemptId: primary.id, leaseOwner: lease.leaseOwner, leaseToken: primary.leaseToken!, timeoutMs: 1500 });
+    await new Promise((r) => setTimeout(r, 320)); // the route's hedgeAfterMs of silence
+    const hedge = await store.startAttempt({ ownerId: 'alice', jobId: job.id, kind: 'hedge', hedgeAfterMs: 300, lease });
+    const completion = (provider: string, model: string, content: string, p: number, c: number) => ({
+      content, finish_reason: 'stop', model, provider, tool_calls: null,
+      usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c },
+    });
+    const settle = (attempt: typeof primary, result: ReturnType<typeof completion>) =>
+      store.settleAttempt({
+        ownerId: 'alice', attemptId: attempt.id, actor: `executor:${lease.leaseOwner}`,
+        fence: { leaseOwner: lease.leaseOwner, leaseToken: attempt.leaseToken! },
+        outcome: { state: 'succeeded', result, ...meterUsage(result.usage, config.providers[result.provider].pricing) },
+      });
+    const won = await settle(hedge, completion('fallback', 'steady-fallback-2', 'the hedge answer', 1100, 300));
+    const lost = await settle(primary, completion('primary', 'fast-primary-1', 'the slow primary answer', 1800, 600));
+    if (!won.won || lost.won || lost.attempt.state !== 'superseded') throw new Error('seed: the hedge race did not end as intended');
+    return job.id;
+  } finally {
+    await store.close();
+  }
+}
+
 /** A free TCP port on 127.0.0.1. */
 async function freePort(): Promise<number> {
   return new Promise((done, fail) => {
@@ -88,6 +138,8 @@ async function freePort(): Promise<number> {
 /** A running server. */
 export interface DashboardServer {
   readonly url: string;
+  /** The id of the seeded hedge race ({@link seedHedgeRace}). */
+  readonly hedgeRaceJobId: string;
   readonly dir: string;
   /** Calls the API as `token` (default Alice's). */
   api(method: string, path: string, body?: unknown, headers?: Record<string, string>, token?: string): Promise<{ status: number; body: any }>;
@@ -108,10 +160,12 @@ export function ensureDashboardBuilt(): void {
 export async function startDashboardServer(): Promise<DashboardServer> {
   const dir = mkdtempSync(join(tmpdir(), 'onejob-dashboard-'));
   const configPath = join(dir, 'onejob.config.json');
-  writeFileSync(configPath, JSON.stringify(dashboardConfig(join(dir, 'onejob.db')), null, 2));
+  const config = dashboardConfig(join(dir, 'onejob.db'));
+  writeFileSync(configPath, JSON.stringify(config, null, 2));
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
   // Certifications for real: primary and fallback pass the contract, budget fails it (exit 1 is expected).
   await new Promise<void>((done) => execFile(BIN, ['verify', '--config', configPath], { env, cwd: dir, timeout: 60_000 }, () => done()));
+  const hedgeRaceJobId = await seedHedgeRace(join(dir, 'onejob.db'), config);
   const port = await freePort();
   const child: ChildProcess = spawn(BIN, ['serve', '--config', configPath, '--port', String(port), '--host', '127.0.0.1'], { env, cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -138,6 +192,7 @@ export async function startDashboardServer(): Promise<DashboardServer> {
   };
   return {
     url,
+    hedgeRaceJobId,
     dir,
     api,
     async createJob(key, route, text, token) {

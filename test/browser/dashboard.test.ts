@@ -52,18 +52,12 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     // Jobs as an application would make them, each settled before the next.
     jobs.hello = await server.settle((await server.createJob('checkout-1001', 'demo', 'hello')).id);
     jobs.failover = await server.settle((await server.createJob('checkout-1002', 'demo', 'please fail')).id);
-    jobs.hedge = await server.createJob('search-2001', 'hedged', 'slow answer please');
-    await server.settle(jobs.hedge.id);
+    // The hedge race, whose loser answered as the hedge won, is seeded deterministically (see seedHedgeRace).
+    jobs.hedge = (await server.api('GET', `/v1/jobs/${server.hedgeRaceJobId}`)).body;
     jobs.summary = await server.settle((await server.createJob('report-3001', 'summary', 'Please summarize the incident report.')).id);
     jobs.resolveMe = await server.settle((await server.createJob('refund-4001', 'demo', 'please hang')).id);
     jobs.cancelMe = await server.settle((await server.createJob('refund-4002', 'demo', 'please hang again')).id);
     jobs.bob = await server.settle((await server.createJob('bob-secret-1', 'demo', 'hello from bob', BOB_TOKEN)).id, BOB_TOKEN);
-    // The hedge's loser is superseded once its slow answer arrives.
-    for (let i = 0; i < 50; i++) {
-      const j = (await server.api('GET', `/v1/jobs/${jobs.hedge.id}`)).body;
-      if (j.attempts.some((a: any) => a.state === 'superseded')) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
     profile = mkdtempSync(join(tmpdir(), 'onejob-chromium-'));
     context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
@@ -82,6 +76,7 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
 
   it('the fixtures are what the tests below expect', () => {
     expect(jobs.hello.state).toBe('succeeded');
+    expect(jobs.hedge.attempts.map((a: any) => [a.provider, a.state, a.cost_usd])).toEqual([['primary', 'superseded', 0.0105], ['fallback', 'succeeded', 0.0078]]);
     expect(jobs.failover.attempts.map((a: any) => a.state)).toEqual(['failed', 'succeeded']);
     expect(jobs.resolveMe.state).toBe('unknown');
     expect(jobs.cancelMe.state).toBe('unknown');
@@ -105,19 +100,26 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
   });
 
   it('filters by state and route, and searches by idempotency key', async () => {
+    // Clear re-renders the form from the URL: wait for that (every job listed, the filters empty)
+    // before choosing the next filter, or the re-render resets a choice made in between.
+    const clear = async () => {
+      await page.getByRole('button', { name: 'Clear' }).click();
+      await expect.poll(() => page.locator('tr[data-job]').count()).toBe(6);
+      expect(await page.getByLabel('State').inputValue()).toBe('');
+      expect(await page.getByLabel('Route').inputValue()).toBe('');
+    };
     await page.getByLabel('State').selectOption('unknown');
     await page.getByRole('button', { name: 'Apply' }).click();
     await expect.poll(() => page.locator('tr[data-job]').count()).toBe(2);
-    await page.getByRole('button', { name: 'Clear' }).click();
+    await clear();
     await page.getByLabel('Route').selectOption('hedged');
     await page.getByRole('button', { name: 'Apply' }).click();
     await expect.poll(() => page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')))).toEqual([jobs.hedge.id]);
-    await page.getByRole('button', { name: 'Clear' }).click();
+    await clear();
     await page.getByLabel('Search').fill('checkout-');
     await page.getByLabel('Search').press('Enter');
     await expect.poll(() => page.locator('tr[data-job]').count()).toBe(2);
-    await page.getByRole('button', { name: 'Clear' }).click();
-    await expect.poll(() => page.locator('tr[data-job]').count()).toBe(6);
+    await clear();
   });
 
   it('opens a job: attempts on one time axis, the winner marked, the superseded loser greyed with its cost, the event log', async () => {
