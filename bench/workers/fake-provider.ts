@@ -5,8 +5,14 @@
  * (a throughput run would otherwise keep every call in memory); without it,
  * `GET /calls` counts provider executions.
  *
- * Prints `READY {"url"}`.
+ * Either way the process keeps the running total of calls it received (the
+ * log's length is added before each clearing), served at `GET <countUrl>/`
+ * as `{"calls": n}`, so the bench's parity check can compare provider
+ * executions with jobs.
+ *
+ * Prints `READY {"url", "countUrl"}`.
  */
+import { createServer } from 'node:http';
 import { startFakeProvider } from '../../src/testing/fake-provider-server.ts';
 import { argMap, emitReady } from '../lib/child.ts';
 
@@ -15,13 +21,23 @@ const delayMs = Number(args['delay-ms'] ?? 0);
 const behaviour = { reply: 'ok', ...(delayMs > 0 ? { delayMs } : {}) };
 const fake = await startFakeProvider({ host: '127.0.0.1', port: 0 });
 fake.setDefault(behaviour);
+let forgotten = 0;
 if (args.forget === 'true') {
   setInterval(() => {
+    // Counted and cleared in one synchronous step: no call falls between.
+    forgotten += fake.calls.length;
     fake.reset();
     fake.setDefault(behaviour);
   }, 500).unref();
 }
+const counter = createServer((_req, res) => {
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ calls: forgotten + fake.calls.length }));
+});
+await new Promise<void>((resolve) => counter.listen(0, '127.0.0.1', resolve));
+const address = counter.address();
+const countPort = typeof address === 'object' && address ? address.port : 0;
 const shutdown = (): void => void fake.close().finally(() => process.exit(0));
 process.on('SIGTERM', shutdown);
 process.on('SIGINT', shutdown);
-emitReady({ url: fake.url });
+emitReady({ url: fake.url, countUrl: `http://127.0.0.1:${countPort}` });
