@@ -46,7 +46,7 @@ export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readon
 function verdict(name: string, v: number | null): string {
   const t = TARGETS[name];
   if (v === null) return 'not measured';
-  if (!t || t.value === 0) return 'anchor';
+  if (!t || (t.value === 0 && t.op !== 'eq')) return 'anchor';
   const ok = t.op === 'min' ? v >= t.value : t.op === 'max' ? v <= t.value : v === t.value;
   const want = `${t.op === 'min' ? '≥' : t.op === 'max' ? '≤' : '='} ${t.value}`;
   return `${ok ? 'met' : '**missed**'} (${want})`;
