@@ -13,6 +13,10 @@
  * 4. provider executions under a timeout (1 s primary, 200 ms timeout, a fallback);
  * 5. peers' keyed enqueue: pg-boss and graphile-worker vs the store vs raw `pg`.
  *
+ * After every onejob series a parity check runs (`bench/lib/parity.ts`): job
+ * rows = requests answered 2xx (plus at most the requests a timed run cut off
+ * in flight), provider calls = jobs. The bench exits 1 when one fails.
+ *
  * Writes bench/results/<date>.json, latest.json, latest.md and latest.svg.
  * The peers are installed into bench/.scratch (git-ignored), never into the
  * product's package.json.
@@ -24,6 +28,7 @@ import { runAutocannon } from './lib/autocannon.ts';
 import { BENCH_DIR, runCommand, runWorker, startServer, type Started } from './lib/child.ts';
 import { adminQuery, dropDatabase, recreateDatabase } from './lib/pg-admin.ts';
 import { runPgbench } from './lib/pgbench.ts';
+import { checkParity, countJobs, settled, type ParityCheck } from './lib/parity.ts';
 import { renderMarkdown, renderSvg } from './lib/report.ts';
 import { median, round, type RunSummary } from './lib/stats.ts';
 
@@ -47,6 +52,31 @@ const record = (name: string, s: RunSummary): void => {
   (samples[name] ??= []).push(s);
   log(`${name.padEnd(26)} ${String(s.rps).padStart(9)}/s  p50 ${s.p50} ms  p99 ${s.p99} ms${s.errors ? `  errors ${s.errors}` : ''}`);
 };
+type Counted = RunSummary & { answered2xx: number; cutOff: number };
+const parity: ParityCheck[] = [];
+/**
+ * Runs one onejob series, then checks parity on `db`: the jobs it created
+ * against its 2xx answers and, with `calls` (the fake provider's running
+ * total), against the provider executions once every job has settled.
+ */
+async function withParity(series: string, db: string, run: () => Promise<Counted>, calls?: () => Promise<number>): Promise<RunSummary> {
+  if (calls) await new Promise((r) => setTimeout(r, 250)); // the previous side's stragglers reach the provider first
+  const rowsBefore = await countJobs(db);
+  const callsBefore = calls ? await calls() : 0;
+  const s = await run();
+  if (calls) {
+    const open = await settled(db);
+    if (open > 0) log(`   ${series}: ${open} jobs still queued or running after 20 s`);
+  }
+  const rows = (await countJobs(db)) - rowsBefore;
+  const providerCalls = calls ? (await calls()) - callsBefore : null;
+  const check = checkParity({ series, answered2xx: s.answered2xx, cutOff: s.cutOff, rows, providerCalls });
+  parity.push(check);
+  log(`   parity ${series}: ${check.ok ? 'ok' : 'FAILED'}: ${s.answered2xx} answered 2xx (+${s.cutOff} cut off), ${rows} jobs` +
+    `${providerCalls === null ? '' : `, ${providerCalls} provider calls`}${check.ok ? '' : ` — ${check.problems.join('; ')}`}`);
+  return s;
+}
+
 /** The median run of a series (by rate), or null. */
 const med = (name: string): RunSummary | null => {
   const runs = samples[name];
@@ -101,19 +131,19 @@ async function section1and5(url: string, sqliteUrl: string): Promise<void> {
   const sqliteServer = await startServer<{ url: string }>(W('onejob-server.ts'), ['--db', sqliteUrl]);
   const enqueue = (kind: string, db = url) => async (): Promise<RunSummary> =>
     runWorker<RunSummary>(W('enqueue-load.ts'), ['--kind', kind, '--url', db, '--concurrency', String(CONCURRENCY), '--duration', String(SECONDS * 1000)]);
-  const http = (server: Started<{ url: string }>) => async (): Promise<RunSummary> =>
+  const http = (server: Started<{ url: string }>) => async (): Promise<Counted> =>
     runAutocannon({
       url: `${server.info.url}/v1/jobs`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST',
       headers: { ...AUTH, 'idempotency-key': 'ac-[<id>]' }, body: CREATE_BODY, idReplacement: true,
     });
   const sides: [string, () => Promise<RunSummary>][] = [
     ['pgbench_insert', () => runPgbench({ dbName: DB, clients: CONCURRENCY, seconds: SECONDS })],
-    ['http_create_pg', http(pgServer)],
+    ['http_create_pg', () => withParity('http_create_pg', url, http(pgServer))],
     ['store_create_pg', enqueue('store')],
     ['raw_pg_insert', enqueue('raw')],
     ['pgboss_send', enqueue('pgboss')],
     ['graphile_add_job', enqueue('graphile')],
-    ['http_create_sqlite', http(sqliteServer)],
+    ['http_create_sqlite', () => withParity('http_create_sqlite', sqliteUrl, http(sqliteServer))],
   ];
   try {
     for (let r = 0; r < ROUNDS; r++) {
@@ -154,12 +184,6 @@ async function section2(url: string): Promise<Record<string, unknown>> {
   return { runs, peers };
 }
 
-interface ChatSides {
-  fake: Started<{ url: string }>;
-  portkey: Started<{ url: string }>;
-  onejob: Started<{ url: string; chat: boolean; executor: boolean }> | null;
-}
-
 function startPortkey(): Promise<Started<{ url: string }>> {
   return startServer<{ url: string }>(
     resolve(SCRATCH, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js'),
@@ -175,15 +199,23 @@ async function section3(): Promise<Record<string, unknown>> {
   log('3: gateway overhead — fake provider direct vs Portkey vs onejob /v1/chat/completions');
   // A database of its own: the executor must not pick up the queued jobs of the creation runs.
   const url = await recreateDatabase(`${DB}_chat`);
-  const fake = await startServer<{ url: string }>(W('fake-provider.ts'), ['--forget']);
+  const sqlitePath = resolve(SCRATCH, 'bench-chat-sqlite.db');
+  for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
+  const sqliteUrl = `sqlite:${sqlitePath}`;
+  const fake = await startServer<{ url: string; countUrl: string }>(W('fake-provider.ts'), ['--forget']);
+  const calls = async (): Promise<number> => ((await (await fetch(fake.info.countUrl)).json()) as { calls: number }).calls;
   const portkey = await startPortkey();
-  let onejob: ChatSides['onejob'] = null;
+  type OnejobChat = Started<{ url: string; chat: boolean; executor: boolean }>;
+  const onejobs: { suffix: string; db: string; server: OnejobChat }[] = [];
   const notes: string[] = [];
-  try {
-    onejob = await startServer(W('onejob-server.ts'), ['--db', url, '--provider-url', fake.info.url, '--executor', '--pool', '10']);
-    if (!onejob.info.chat) notes.push('this build has no POST /v1/chat/completions yet: the onejob side was not measured');
-  } catch (e) {
-    notes.push(`onejob with an executor could not start: ${String(e).split('\n')[0]}`);
+  for (const [suffix, db] of [['', url], ['_sqlite', sqliteUrl]] as const) {
+    try {
+      const server: OnejobChat = await startServer(W('onejob-server.ts'), ['--db', db, '--provider-url', fake.info.url, '--executor', '--pool', '10']);
+      if (!server.info.chat) notes.push('this build has no POST /v1/chat/completions yet: the onejob side was not measured');
+      onejobs.push({ suffix, db, server });
+    } catch (e) {
+      notes.push(`onejob${suffix} with an executor could not start: ${String(e).split('\n')[0]}`);
+    }
   }
   const pkConfig = { provider: 'openai', api_key: 'sk-bench', custom_host: `${fake.info.url}/v1` };
   const directBody = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }] });
@@ -191,16 +223,18 @@ async function section3(): Promise<Record<string, unknown>> {
     ['chat_direct', () => runAutocannon({ url: `${fake.info.url}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: { 'content-type': 'application/json' }, body: directBody })],
     ['chat_portkey', () => runAutocannon({ url: `${portkey.info.url}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: portkeyHeaders(pkConfig), body: directBody })],
   ];
-  const probe = (path: string, base: string, headers: Record<string, string>, body: string, fresh = false) => async (): Promise<RunSummary> =>
-    runWorker<RunSummary>(W('latency-probe.ts'), ['--url', base, '--path', path, '--n', String(FULL ? 3000 : 400), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
+  const probe = (path: string, base: string, headers: Record<string, string>, body: string, fresh = false) => async (): Promise<Counted> =>
+    runWorker<Counted>(W('latency-probe.ts'), ['--url', base, '--path', path, '--n', String(FULL ? 3000 : 400), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
   const probes: [string, () => Promise<RunSummary>][] = [
     ['chat_direct_c1', probe('/v1/chat/completions', fake.info.url, { 'content-type': 'application/json' }, directBody)],
     ['chat_portkey_c1', probe('/v1/chat/completions', portkey.info.url, portkeyHeaders(pkConfig), directBody)],
   ];
-  if (onejob?.info.chat) {
-    const base = onejob.info.url;
-    sides.push(['chat_onejob', () => runAutocannon({ url: `${base}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: { ...AUTH, 'idempotency-key': 'chat-[<id>]' }, body: CHAT_BODY, idReplacement: true })]);
-    probes.push(['chat_onejob_c1', probe('/v1/chat/completions', base, AUTH, CHAT_BODY, true)]);
+  for (const { suffix, db, server } of onejobs) {
+    if (!server.info.chat) continue;
+    const base = server.info.url;
+    const load = () => runAutocannon({ url: `${base}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: { ...AUTH, 'idempotency-key': 'chat-[<id>]' }, body: CHAT_BODY, idReplacement: true });
+    sides.push([`chat_onejob${suffix}`, () => withParity(`chat_onejob${suffix}`, db, load, calls)]);
+    probes.push([`chat_onejob${suffix}_c1`, () => withParity(`chat_onejob${suffix}_c1`, db, probe('/v1/chat/completions', base, AUTH, CHAT_BODY, true), calls)]);
   }
   try {
     for (let r = 0; r < ROUNDS; r++) {
@@ -208,11 +242,12 @@ async function section3(): Promise<Record<string, unknown>> {
       for (const [name, run] of rotate(probes, r)) record(name, await run());
     }
   } finally {
-    await onejob?.stop();
+    for (const o of onejobs) await o.server.stop();
     await portkey.stop();
     await fake.stop();
+    if (!KEEP) for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
   }
-  return { notes, onejobChat: onejob?.info.chat ?? false };
+  return { notes, onejobChat: onejobs.some((o) => o.server.info.chat) };
 }
 
 async function countCalls(base: string): Promise<number> {
@@ -344,9 +379,10 @@ async function main(): Promise<void> {
   const stormRuns = (storm?.runs ?? []) as { mode: string; rows: number; distinctIds: number; callersWithId: number }[];
   const sameRuns = stormRuns.filter((r) => r.mode === 'same');
   const t = (timeout ?? {}) as Record<string, { providerCallsPerRequest?: number }>;
-  const c1 = { direct: m('chat_direct_c1'), portkey: m('chat_portkey_c1'), onejob: m('chat_onejob_c1') };
+  const c1 = { direct: m('chat_direct_c1'), portkey: m('chat_portkey_c1'), onejob: m('chat_onejob_c1'), onejobSqlite: m('chat_onejob_sqlite_c1') };
   const addedPortkey = c1.portkey && c1.direct ? round(c1.portkey.p50 - c1.direct.p50, 3) : null;
   const addedOnejob = c1.onejob && c1.direct ? round(c1.onejob.p50 - c1.direct.p50, 3) : null;
+  const addedOnejobSqlite = c1.onejobSqlite && c1.direct ? round(c1.onejobSqlite.p50 - c1.direct.p50, 3) : null;
   const ratios = {
     create_http_vs_pgbench: ratio(m('http_create_pg')?.rps, m('pgbench_insert')?.rps),
     store_vs_pgbench: ratio(m('store_create_pg')?.rps, m('pgbench_insert')?.rps),
@@ -356,6 +392,9 @@ async function main(): Promise<void> {
     create_http_sqlite_vs_pg: ratio(m('http_create_sqlite')?.rps, m('http_create_pg')?.rps),
     chat_rps_vs_portkey: ratio(m('chat_onejob')?.rps, m('chat_portkey')?.rps),
     chat_added_p50_vs_portkey: addedOnejob !== null && addedPortkey !== null ? ratio(addedOnejob, addedPortkey) : null,
+    chat_rps_vs_portkey_sqlite: ratio(m('chat_onejob_sqlite')?.rps, m('chat_portkey')?.rps),
+    chat_added_p50_vs_portkey_sqlite: addedOnejobSqlite !== null && addedPortkey !== null ? ratio(addedOnejobSqlite, addedPortkey) : null,
+    parity_failures: parity.filter((p) => !p.ok).length,
     portkey_rps_vs_direct: ratio(m('chat_portkey')?.rps, m('chat_direct')?.rps),
     dup_storm_rows: sameRuns.length ? Math.max(...sameRuns.map((r) => r.rows)) : null,
     dup_storm_callers_with_id: sameRuns.length ? Math.min(...sameRuns.map((r) => r.callersWithId)) : null,
@@ -371,12 +410,13 @@ async function main(): Promise<void> {
     durability: 'PostgreSQL: synchronous_commit and fsync as shown in machine.postgresSettings (defaults: on). SQLite: WAL, synchronous=FULL. Every onejob figure is a durable commit before the answer.',
     peers: PEERS,
     ratios,
-    addedLatencyMs: { portkey_p50: addedPortkey, onejob_p50: addedOnejob, portkey_p99: c1.portkey && c1.direct ? round(c1.portkey.p99 - c1.direct.p99, 3) : null, onejob_p99: c1.onejob && c1.direct ? round(c1.onejob.p99 - c1.direct.p99, 3) : null },
+    addedLatencyMs: { portkey_p50: addedPortkey, onejob_p50: addedOnejob, onejob_sqlite_p50: addedOnejobSqlite, portkey_p99: c1.portkey && c1.direct ? round(c1.portkey.p99 - c1.direct.p99, 3) : null, onejob_p99: c1.onejob && c1.direct ? round(c1.onejob.p99 - c1.direct.p99, 3) : null },
     medians,
     samples,
     storm,
     chat,
     timeout,
+    parity,
     errors,
     elapsedSeconds: round((Date.now() - started) / 1000, 1),
   };
@@ -395,6 +435,11 @@ async function main(): Promise<void> {
     for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
   }
   log(`done in ${result.elapsedSeconds} s → bench/results/latest.{json,md,svg}`);
+  const failed = parity.filter((p) => !p.ok);
+  if (failed.length > 0) {
+    log(`PARITY FAILED in ${failed.map((p) => p.series).join(', ')}: ${failed.flatMap((p) => p.problems).join('; ')}`);
+    process.exitCode = 1;
+  }
 }
 
 main().catch((e) => {

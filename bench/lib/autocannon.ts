@@ -22,7 +22,7 @@ export interface AutocannonOptions {
 }
 
 interface AutocannonJson {
-  requests: { total: number; average: number };
+  requests: { total: number; average: number; sent: number };
   latency: { p50: number; p90: number; p99: number; max: number; average: number };
   duration: number;
   errors: number;
@@ -32,7 +32,7 @@ interface AutocannonJson {
 }
 
 /** Runs autocannon (in its own process) and summarizes it (only 2xx answers count as done). */
-export async function runAutocannon(o: AutocannonOptions): Promise<RunSummary & { non2xx: number }> {
+export async function runAutocannon(o: AutocannonOptions): Promise<RunSummary & { non2xx: number; answered2xx: number; cutOff: number }> {
   const options = {
     url: o.url,
     connections: o.connections,
@@ -47,6 +47,9 @@ export async function runAutocannon(o: AutocannonOptions): Promise<RunSummary & 
     ops: j['2xx'],
     errors: j.errors + j.timeouts + j.non2xx,
     non2xx: j.non2xx,
+    answered2xx: j['2xx'],
+    // Sent but never answered: in flight when the run stopped (or timed out).
+    cutOff: Math.max(0, j.requests.sent - j.requests.total),
     rps: Math.round((j['2xx'] / j.duration) * 10) / 10,
     p50: j.latency.p50,
     p90: j.latency.p90,

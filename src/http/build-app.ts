@@ -26,6 +26,7 @@ import type { AppContext } from './app-context.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { toProblem } from './problem-details.ts';
+import { registerServerTiming } from './server-timing.ts';
 import { registerAttemptRoutes } from './routes/attempt-routes.ts';
 import { registerChatRoutes, type ChatRoutesOptions } from './routes/chat-routes.ts';
 import { MESSAGES_PATH, registerMessagesRoutes } from './routes/messages-routes.ts';
@@ -181,6 +182,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   });
 
   app.addHook('preClose', async () => closing.abort());
+  registerServerTiming(app, ctx.metrics);
   app.decorateRequest('owner', '');
   app.addHook('onRequest', async (request, reply) => {
     // The request id (the load balancer's X-Request-Id, else a new one) is answered and logged with every line.

@@ -38,6 +38,14 @@ export interface Metrics {
   readonly chatRequests: Counter<'outcome' | 'replayed'>;
   /** `onejob_provider_latency_seconds{provider,outcome}`: time from dispatch to a definite answer. */
   readonly providerLatency: Histogram<'provider' | 'outcome'>;
+  /**
+   * `onejob_gateway_overhead_seconds{route}`: per answer of
+   * `POST /v1/chat/completions` (`route="chat_completions"`) and
+   * `POST /v1/jobs` (`route="jobs_create"`), the time spent in onejob minus
+   * the time this process waited on a provider for it (see
+   * `src/http/server-timing.ts`).
+   */
+  readonly gatewayOverhead: Histogram<'route'>;
 }
 
 /** Options of {@link createMetrics}. */
@@ -87,6 +95,13 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
       name: 'onejob_chat_requests_total',
       help: 'OpenAI-compatible chat completion requests that reached their job, by answer and replay.',
       labelNames: ['outcome', 'replayed'],
+      registers,
+    }),
+    gatewayOverhead: new Histogram({
+      name: 'onejob_gateway_overhead_seconds',
+      help: 'Time an answer spent in onejob minus the time this process waited on a provider for it.',
+      labelNames: ['route'],
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers,
     }),
     providerLatency: new Histogram({

@@ -13,6 +13,7 @@ import { invalidChatRequestReason } from './chat-request.ts';
 import { ambiguous, failure, outcomeFromExchange, type CompletionParser } from './classify-outcome.ts';
 import { CompletionAccumulator } from './completion-accumulator.ts';
 import { createProviderAgent, postJson, type HttpExchange } from './http-exchange.ts';
+import { recordProviderWait } from '../core/provider-waits.ts';
 import {
   DEFAULT_PROVIDER_TIMEOUT_MS,
   type ChatDelta,
@@ -102,6 +103,7 @@ export class HttpChatProvider implements Provider {
   async call(request: ProviderRequest): Promise<ProviderOutcome> {
     const built = this.#build(request.input, false);
     if ('outcome' in built) return built.outcome;
+    const startedMs = performance.now();
     const exchange = await postJson(this.#dispatcher, {
       url: this.#url,
       headers: this.#headers(request, 'application/json'),
@@ -109,6 +111,7 @@ export class HttpChatProvider implements Provider {
       signal: request.signal,
       onDispatched: request.onDispatched,
     });
+    recordProviderWait(request.jobId, startedMs, performance.now());
     return outcomeFromExchange(exchange, this.name, this.#parser());
   }
 
@@ -127,6 +130,7 @@ export class HttpChatProvider implements Provider {
     const decoder = this.#protocol.streamDecoder();
     const state: { streamed: boolean; stop: StreamStop | null } = { streamed: false, stop: null };
 
+    const startedMs = performance.now();
     const exchange = await postJson(this.#dispatcher, {
       url: this.#url,
       headers: this.#headers(request, 'text/event-stream'),
@@ -152,6 +156,7 @@ export class HttpChatProvider implements Provider {
         };
       },
     });
+    recordProviderWait(request.jobId, startedMs, performance.now());
     return this.#streamOutcome(exchange, state.streamed, decoder, acc, emit, state.stop);
   }
 

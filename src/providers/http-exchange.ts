@@ -3,9 +3,24 @@
  * adapters can tell "never sent" from "sent, then lost".
  *
  * It uses undici's dispatcher API directly, with no retries, redirects or
- * timeouts of its own, and a fresh connection per request (`reset: true`):
- * a request is never written to a pooled keep-alive socket the server may be
- * closing, which would turn a harmless race into an ambiguous outcome.
+ * timeouts of its own. Connections are kept alive and reused per provider
+ * origin (the agent of {@link createProviderAgent}, one per provider, closed
+ * by the provider's `close()`): a call no longer pays a TCP (and TLS)
+ * handshake.
+ *
+ * A reused socket the provider has just closed is not an ambiguous outcome
+ * as long as its close reached us before the request was written: undici
+ * (7.30, GHSA-35p6-xmwp-9g52) yields one event-loop turn before writing on
+ * an idle kept-alive socket, so a FIN or RST already pending on it is read
+ * first; the socket is then dropped and the request, still queued and never
+ * written (`onRequestStart` not called), goes out on a fresh connection. It
+ * is sent exactly once. A close that crosses the request on the wire (the
+ * provider closes while our bytes are in flight) stays `lost`: those bytes
+ * may have reached the provider, and nothing on our side can prove they were
+ * not read. The client's idle timeout (`keepAliveTimeout`, and the
+ * provider's own `Keep-Alive: timeout=` hint minus a margin) makes that
+ * window rare with servers that close idle sockets on a timer. See
+ * docs/provider-connections.md.
  *
  * "Sent" means undici has started writing the request on an open connection
  * (its `onRequestStart` hook, which it calls right before writing the
@@ -68,17 +83,26 @@ export class ResponseTooLargeError extends Error {
 export interface ProviderAgentOptions {
   /** How long establishing a connection may take; failing it is a definite failure. Default 10000. */
   readonly connectTimeoutMs?: number | undefined;
+  /** How long an idle kept-alive connection is kept when the provider gives no `Keep-Alive: timeout=` hint. Default 4000. */
+  readonly keepAliveTimeoutMs?: number | undefined;
 }
 
 /**
- * The undici dispatcher providers use: no timeouts after connecting (the
- * caller's signal is the deadline), a bounded connect timeout.
+ * The undici dispatcher providers use: one pool of kept-alive connections
+ * per origin, no timeouts after connecting (the caller's signal is the
+ * deadline), a bounded connect timeout. Idle connections are closed by us
+ * before the provider would close them: after `keepAliveTimeoutMs`, or the
+ * provider's `Keep-Alive: timeout=` hint less one second.
  */
 export function createProviderAgent(options: ProviderAgentOptions = {}): Agent {
   return new Agent({
     connect: { timeout: options.connectTimeoutMs ?? 10_000 },
     headersTimeout: 0,
     bodyTimeout: 0,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? 4_000,
+    keepAliveMaxTimeout: 600_000,
+    keepAliveTimeoutThreshold: 1_000,
+    pipelining: 1,
   });
 }
 
@@ -199,7 +223,7 @@ export function postJson(dispatcher: Dispatcher, params: PostJsonParams): Promis
           method: 'POST',
           headers: { ...params.headers, 'content-type': 'application/json' },
           body: payload,
-          reset: true,
+          // Kept alive (no `reset`); never pipelined behind another request (`idempotent: false`).
           idempotent: false,
           blocking: true,
           headersTimeout: 0,
