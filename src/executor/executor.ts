@@ -46,6 +46,7 @@ import type { Attempt, Job, RecordedError } from '../core/types.ts';
 import type { NormalizedCompletion, Provider, ProviderOutcome } from '../providers/provider.ts';
 import type { ClaimedAttempt, Store } from '../store/store.ts';
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
+import { withAttemptSpan } from '../tracing/tracing.ts';
 
 /** What a route means to the executor. */
 export interface ExecutorRoute {
@@ -275,7 +276,7 @@ export class Executor {
     };
     this.#inFlight.set(c.attempt.id, f);
     this.events.emit('attempt:claimed', c);
-    void this.#runAttempt(f)
+    void withAttemptSpan(c, this.id, () => this.#runAttempt(f))
       .catch((e) => this.events.emit('error', e))
       .finally(() => {
         this.#inFlight.delete(c.attempt.id);

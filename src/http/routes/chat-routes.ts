@@ -10,6 +10,7 @@
  * OpenAI-style `error` member, so the OpenAI SDKs surface onejob's `code`.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { tracedCreateJob } from '../../tracing/tracing.ts';
 import { fingerprint } from '../../core/fingerprint.ts';
 import { OnejobError, isOnejobError } from '../../core/errors.ts';
 import type { JobWithAttempts } from '../../core/types.ts';
@@ -100,7 +101,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
       let created: boolean;
       let job: JobWithAttempts;
       try {
-        ({ job, created } = await store.createJob({
+        ({ job, created } = await tracedCreateJob(store, request.headers, {
           ownerId: request.owner,
           idempotencyKey,
           route,
