@@ -164,6 +164,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
         skipped: [],
         createdAt: T0,
         updatedAt: T0,
+        traceContext: null,
       });
       expect(Object.keys((job!.input as Record<string, unknown>))).toEqual(['b', 'a', 's']);
       expect(typeof job!.version).toBe('number');

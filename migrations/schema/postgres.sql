@@ -82,6 +82,7 @@ CREATE TABLE public.jobs (
     updated_at timestamp with time zone NOT NULL,
     finished_at timestamp with time zone,
     stream_attempt_id text,
+    trace_context text,
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT jobs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
     CONSTRAINT jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'unknown'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),

@@ -72,7 +72,7 @@ CREATE TABLE jobs (
   skipped         TEXT    NOT NULL DEFAULT '[]',
   created_at      INTEGER NOT NULL,
   updated_at      INTEGER NOT NULL,
-  finished_at     INTEGER, stream_attempt_id TEXT,
+  finished_at     INTEGER, stream_attempt_id TEXT, trace_context TEXT,
   PRIMARY KEY (owner_id, id),
   CONSTRAINT jobs_owner_key_unique UNIQUE (owner_id, idempotency_key),
   CONSTRAINT jobs_finished_iff_terminal CHECK ((state IN ('succeeded', 'failed', 'cancelled')) = (finished_at IS NOT NULL)),

@@ -24,6 +24,7 @@ import { runExecutorProcess, runServe } from './serve-command.ts';
 import { runFakeProviderCli } from '../providers/fake/fake-provider-cli.ts';
 import { runVerifyCommand } from '../contracts/verify-command.ts';
 import { attemptTable, describeJob, table } from './cli-output.ts';
+import { startTracing } from '../tracing/start-tracing.ts';
 
 /** Where the command line reads and writes; injectable for tests. */
 export interface CliIo {
@@ -178,7 +179,10 @@ Examples:
       const config = demo ? withDemo(loaded.config) : loaded.config;
       const logger = pino({ level: io.env.LOG_LEVEL ?? 'info', base: { service: 'onejob' } });
       const token = Object.keys(config.apiKeys)[0] ?? DEMO_TOKEN;
+      const tracing = await startTracing(io.env, 'onejob');
+      if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
       await runServe({
+        onClose: tracing ? () => tracing.shutdown() : undefined,
         config, store: loaded.store, logger, executor: opts.executor,
         port: opts.port ?? config.port, host: opts.host ?? (demo && !config.hostConfigured ? LOOPBACK_HOST : config.host),
         banner: demo ? (url) => demoBanner(url, token) : undefined,
@@ -213,7 +217,10 @@ Examples:
     .action(async (opts: { config?: string; count: number; concurrency?: number; leaseMs?: number; metricsPort?: number; metricsHost?: string }) => {
       const { config, store } = await open(io, opts.config ?? program.opts().config, true);
       const logger = pino({ level: io.env.LOG_LEVEL ?? 'info', base: { service: 'onejob-executor' } });
+      const tracing = await startTracing(io.env, 'onejob-executor');
+      if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
       await runExecutorProcess({
+        onClose: tracing ? () => tracing.shutdown() : undefined,
         config, store, logger, count: opts.count, concurrency: opts.concurrency, leaseMs: opts.leaseMs,
         metricsPort: opts.metricsPort, metricsHost: opts.metricsHost,
       });

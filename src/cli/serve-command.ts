@@ -32,6 +32,8 @@ export interface ServeOptions {
   readonly banner?: (url: string) => string[];
   /** Run the background retention sweep (CONTRACT §9). Default true. */
   readonly retention?: boolean | undefined;
+  /** Called last on shutdown (flushes the tracing SDK, docs/tracing.md). */
+  readonly onClose?: (() => Promise<void>) | undefined;
 }
 
 /** Counts the executor's events into the shared metrics. */
@@ -115,6 +117,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
     await app.close();
     await rt.close();
     await o.store.close();
+    await o.onClose?.();
   });
   // Only now: whoever waits for the banner may signal at once, and must find the handlers installed.
   for (const line of o.banner?.(url) ?? []) process.stderr.write(`${line}\n`);
@@ -135,6 +138,8 @@ export interface ExecutorProcessOptions {
   readonly metricsHost?: string | undefined;
   /** Run the background retention sweep (CONTRACT §9). Default true. */
   readonly retention?: boolean | undefined;
+  /** Called last on shutdown (flushes the tracing SDK, docs/tracing.md). */
+  readonly onClose?: (() => Promise<void>) | undefined;
 }
 
 /**
@@ -204,6 +209,7 @@ export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<voi
     if (metricsServer) await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
     await rt.close();
     await o.store.close();
+    await o.onClose?.();
   });
   for (const [fields, msg] of ready) o.logger.info(fields, msg);
 }

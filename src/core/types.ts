@@ -56,6 +56,12 @@ export interface Job {
   readonly skipped: readonly SkippedProvider[];
   readonly createdAt: Date;
   readonly updatedAt: Date;
+  /**
+   * The W3C trace context (`traceparent`, optionally `;`-joined with
+   * `tracestate`) the job was created under, or null: how the executor and a
+   * duplicate request join the intent's one trace (docs/tracing.md).
+   */
+  readonly traceContext?: string | null;
 }
 
 /** An attempt: one try of a job on one provider. */

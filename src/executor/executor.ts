@@ -57,6 +57,7 @@ import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
 import type { ClaimedAttempt, SettleAttemptResult, Store } from '../store/store.ts';
 import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
+import { withAttemptSpan } from '../tracing/tracing.ts';
 
 /** What a route means to the executor. */
 export interface ExecutorRoute {
@@ -294,7 +295,7 @@ export class Executor {
     };
     this.#inFlight.set(c.attempt.id, f);
     this.events.emit('attempt:claimed', c);
-    void this.#runAttempt(f)
+    void withAttemptSpan(c, this.id, () => this.#runAttempt(f))
       .catch((e) => this.events.emit('error', e))
       .finally(() => {
         this.#inFlight.delete(c.attempt.id);

@@ -5,6 +5,7 @@
  * its state into an answer or a problem ({@link settleChatJob}). Only the
  * shape of the success differs, so the endpoints share this and nothing else.
  */
+import { tracedCreateJob } from '../tracing/tracing.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { fingerprint } from '../core/fingerprint.ts';
 import { OnejobError, isOnejobError } from '../core/errors.ts';
@@ -55,7 +56,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   let created: boolean;
   let job: JobWithAttempts;
   try {
-    ({ job, created } = await store.createJob({
+    ({ job, created } = await tracedCreateJob(store, request.headers, {
       ownerId: request.owner,
       idempotencyKey: p.idempotencyKey,
       route,

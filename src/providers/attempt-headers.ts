@@ -2,6 +2,7 @@
  * The headers that carry an attempt's identity downstream, so a proxy or
  * provider that dedupes (or just logs) can tie a request to its job.
  */
+import { context, propagation } from '@opentelemetry/api';
 import type { ProviderRequest } from './provider.ts';
 
 /** The `User-Agent` onejob sends. */
@@ -10,17 +11,22 @@ export const ONEJOB_USER_AGENT = 'onejob/0.1';
 /**
  * The identity headers of one attempt:
  * `Idempotency-Key: <jobId>:<attemptNumber>`, `X-Request-Id: <jobId>`,
- * `Onejob-Job-Id: <jobId>`, `Onejob-Attempt-Id: <attemptId>`.
+ * `Onejob-Job-Id: <jobId>`, `Onejob-Attempt-Id: <attemptId>`, and, when
+ * tracing is on, `traceparent` of the active span.
  *
  * @example attemptHeaders({ jobId: 'job_1', attemptId: 'att_2', attemptNumber: 2 })['idempotency-key'] // 'job_1:2'
  */
 export function attemptHeaders(request: Pick<ProviderRequest, 'jobId' | 'attemptId' | 'attemptNumber'>): Record<string, string> {
-  return {
+  const headers: Record<string, string> = {
     'idempotency-key': `${request.jobId}:${request.attemptNumber}`,
     'x-request-id': request.jobId,
     'onejob-job-id': request.jobId,
     'onejob-attempt-id': request.attemptId,
   };
+  // W3C `traceparent` (and `tracestate`) of the active span, the provider call
+  // (docs/tracing.md); nothing when tracing is off.
+  propagation.inject(context.active(), headers);
+  return headers;
 }
 
 /**

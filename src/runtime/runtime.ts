@@ -19,6 +19,7 @@ import { checkOutput } from '../contracts/check-output.ts';
 import type { CompiledContract } from '../contracts/compile-contract.ts';
 import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
 import { createProvider } from '../providers/create-provider.ts';
+import { tracedProvider, tracedStore } from '../tracing/tracing.ts';
 import type { ChatRequest, Provider, ProviderConfig } from '../providers/provider.ts';
 import type { Store } from '../store/store.ts';
 import { pricingOf } from '../config/pricing.ts';
@@ -62,7 +63,7 @@ export class Runtime {
   static async create(o: RuntimeOptions): Promise<Runtime> {
     const providers = new Map<string, Provider>();
     for (const [name, pc] of Object.entries(o.config.providers)) {
-      providers.set(name, createProvider(name, pc as unknown as ProviderConfig));
+      providers.set(name, tracedProvider(createProvider(name, pc as unknown as ProviderConfig)));
     }
     const contracts = await compileRouteContracts(o.config);
     const runtime = new Runtime(o, providers, contracts);
@@ -111,7 +112,7 @@ export class Runtime {
   /** A new executor wired to this runtime (not started). */
   createExecutor(options: Partial<ExecutorOptions> = {}): Executor {
     const executor = new Executor({
-      store: this.store,
+      store: tracedStore(this.store),
       providers: this.providers,
       routes: this.config.routes,
       eligible: this.eligible,

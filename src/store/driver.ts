@@ -53,6 +53,8 @@ export interface JobInsertRow {
   readonly metadata: Record<string, unknown> | null;
   readonly providers: readonly string[];
   readonly createdAt: Date;
+  /** The W3C trace context of the creating request, or null/absent. */
+  readonly traceContext?: string | null | undefined;
 }
 
 /** Parameters of {@link DriverQueries.jobList}. */

@@ -137,6 +137,7 @@ export class JobStore implements Store {
       metadata,
       providers: p.providers,
       createdAt: this.#clock.now(),
+      traceContext: p.traceContext ?? null,
     });
     if (inserted) {
       this.#changed(inserted.ownerId, inserted.id, inserted.state);

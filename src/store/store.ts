@@ -28,6 +28,8 @@ export interface CreateJobParams {
    * (the OpenAI-compatible endpoint fingerprints its whole body).
    */
   readonly fingerprint?: string | undefined;
+  /** The W3C trace context to keep on a new row (docs/tracing.md); ignored on a replay. */
+  readonly traceContext?: string | null | undefined;
 }
 
 /** Result of {@link Store.createJob}. */

@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { OnejobError, isOnejobError } from '../../core/errors.ts';
 import { isJobTerminal } from '../../core/states.ts';
 import type { JobWithAttempts } from '../../core/types.ts';
+import { tracedCreateJob } from '../../tracing/tracing.ts';
 import { jobBody } from '../api-bodies.ts';
 import {
   bearerSecurity, cancelJobBody, createJobBody, createJobHeaders, errorResponses, getJobQuery, idParams, listJobsQuery,
@@ -137,7 +138,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
       }
       let result;
       try {
-        result = await store.createJob({ ownerId: request.owner, idempotencyKey, route, input, metadata, providers: routeConfig.providers });
+        result = await tracedCreateJob(store, request.headers, { ownerId: request.owner, idempotencyKey, route, input, metadata, providers: routeConfig.providers });
       } catch (error) {
         if (isOnejobError(error, 'idempotency_key_reused')) {
           metrics.conflicts.inc();

@@ -36,11 +36,11 @@ import type { Queryable } from './queryable.ts';
 export const JOB_INSERT_MANY_SQL = {
   name: 'onejob_job_insert_many',
   text: `INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
-                      state, version, attempt_count, skipped, created_at, updated_at)
+                      state, version, attempt_count, skipped, created_at, updated_at, trace_context)
 SELECT r.owner_id, r.id, r.idempotency_key, r.fingerprint, r.route, r.input::json, r.metadata::json, r.providers::json,
-       'queued', 0, 0, '[]', r.created_at, r.created_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
-     WITH ORDINALITY AS r(owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, created_at, ord)
+       'queued', 0, 0, '[]', r.created_at, r.created_at, r.trace_context
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::text[])
+     WITH ORDINALITY AS r(owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, created_at, trace_context, ord)
 ORDER BY r.ord
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING ${JOB_COLUMNS}`,
@@ -161,6 +161,7 @@ export class JobInsertBatcher {
         rows.map((r) => jsonParam(r.metadata)),
         rows.map((r) => JSON.stringify(r.providers)),
         rows.map((r) => r.createdAt),
+        rows.map((r) => r.traceContext ?? null),
       ],
     });
     const out = new Map<string, Job>();

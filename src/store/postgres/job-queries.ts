@@ -21,8 +21,8 @@ export const JOB_SQL = {
   insert: {
     name: 'onejob_job_insert',
     text: `INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
-                      state, version, attempt_count, skipped, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, 0, '[]', $9, $9)
+                      state, version, attempt_count, skipped, created_at, updated_at, trace_context)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, 0, '[]', $9, $9, $10)
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING ${JOB_COLUMNS}`,
   },
@@ -95,6 +95,7 @@ export async function jobInsert(db: Queryable, row: JobInsertRow): Promise<Job |
       jsonParam(row.metadata),
       JSON.stringify(row.providers),
       row.createdAt,
+      row.traceContext ?? null,
     ],
   });
   const r = res.rows[0];

@@ -1,8 +1,8 @@
 /** Named SQL for the `jobs` table (SQLite). Timestamps are epoch milliseconds; JSON is TEXT. */
 
 export const JOB_INSERT = `
-INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, state, version, attempt_count, skipped, created_at, updated_at)
-VALUES (@ownerId, @id, @idempotencyKey, @fingerprint, @route, @input, @metadata, @providers, 'queued', 0, 0, '[]', @createdAt, @createdAt)
+INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, state, version, attempt_count, skipped, created_at, updated_at, trace_context)
+VALUES (@ownerId, @id, @idempotencyKey, @fingerprint, @route, @input, @metadata, @providers, 'queued', 0, 0, '[]', @createdAt, @createdAt, @traceContext)
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING *`;
 

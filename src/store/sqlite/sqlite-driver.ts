@@ -470,6 +470,7 @@ function jobInsertParams(r: JobInsertRow): Record<string, unknown> {
   return {
     ownerId: r.ownerId, id: r.id, idempotencyKey: r.idempotencyKey, fingerprint: r.fingerprint, route: r.route,
     input: json(r.input), metadata: r.metadata === null ? null : json(r.metadata), providers: json(r.providers), createdAt: r.createdAt.getTime(),
+    traceContext: r.traceContext ?? null,
   };
 }
 
@@ -547,6 +548,7 @@ function toJob(r: Row): Job {
     skipped: parse(r.skipped) as Job['skipped'],
     createdAt: date(r.created_at)!,
     updatedAt: date(r.updated_at)!,
+    traceContext: (r.trace_context as string | null | undefined) ?? null,
   };
 }
 
