@@ -20,9 +20,6 @@ import { openStore, redact } from '../store/open-store.ts';
 import type { AttemptOutcome, Store } from '../store/store.ts';
 import { CliFailure, USAGE_EXIT_CODE, describeFailure } from './cli-errors.ts';
 import { DEMO_TOKEN, demoBanner, isUnconfigured, withDemo } from './demo-config.ts';
-import { runExecutorProcess, runServe } from './serve-command.ts';
-import { runFakeProviderCli } from '../providers/fake/fake-provider-cli.ts';
-import { runVerifyCommand } from '../contracts/verify-command.ts';
 import { attemptTable, describeJob, table } from './cli-output.ts';
 import { startTracing } from '../tracing/start-tracing.ts';
 
@@ -181,6 +178,9 @@ Examples:
       const token = Object.keys(config.apiKeys)[0] ?? DEMO_TOKEN;
       const tracing = await startTracing(io.env, 'onejob');
       if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
+      // Commands load what only they use (the HTTP app, the executor, the tokenizers of verify) when run:
+      // every other command starts without them.
+      const { runServe } = await import('./serve-command.ts');
       await runServe({
         onClose: tracing ? () => tracing.shutdown() : undefined,
         config, store: loaded.store, logger, executor: opts.executor,
@@ -219,6 +219,7 @@ Examples:
       const logger = pino({ level: io.env.LOG_LEVEL ?? 'info', base: { service: 'onejob-executor' } });
       const tracing = await startTracing(io.env, 'onejob-executor');
       if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
+      const { runExecutorProcess } = await import('./serve-command.ts');
       await runExecutorProcess({
         onClose: tracing ? () => tracing.shutdown() : undefined,
         config, store, logger, count: opts.count, concurrency: opts.concurrency, leaseMs: opts.leaseMs,
@@ -233,6 +234,7 @@ Examples:
     .helpOption(false)
     .argument('[args...]', 'fake-provider options: --port N --host H --script FILE --api-key KEY (--help for more)')
     .action(async (args: string[]) => {
+      const { runFakeProviderCli } = await import('../providers/fake/fake-provider-cli.ts');
       const code = await runFakeProviderCli(args);
       if (code !== 0) throw new CliFailure('fake provider stopped with an error', code);
     });
@@ -263,6 +265,7 @@ Examples:
       const { config, store } = await open(io, opts.config ?? program.opts().config, true);
       try {
         await store.migrate();
+        const { runVerifyCommand } = await import('../contracts/verify-command.ts');
         const code = await runVerifyCommand({ config, store, route: opts.route, provider: opts.provider, json: opts.json, stdout: { write: (t: string) => io.stdout(t) } });
         if (code !== 0) throw new CliFailure('verification failed: at least one provider did not pass (see the report)', code);
       } finally {
