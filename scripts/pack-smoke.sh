@@ -20,8 +20,14 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/onejob-pack-smoke.XXXXXX")"
 serve_pid=""
 cleanup() {
-  if [ -n "$serve_pid" ] && kill -0 "$serve_pid" 2>/dev/null; then kill "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi
+  if [ -n "$serve_pid" ]; then stop_serve; fi
   if [ "${ONEJOB_SMOKE_KEEP:-}" = "1" ]; then echo "smoke: kept $work"; else rm -rf "$work"; fi
+}
+# npx runs `onejob serve` as a child of its own and does not pass SIGTERM on: stop the whole process group.
+stop_serve() {
+  kill -TERM -- "-$serve_pid" 2>/dev/null || true
+  wait "$serve_pid" 2>/dev/null || true
+  serve_pid=""
 }
 trap cleanup EXIT
 fail() { echo "smoke: FAILED: $*" >&2; exit 1; }
@@ -81,7 +87,7 @@ port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>
 url="http://127.0.0.1:$port"
 step "npx onejob serve --port $port (demo config, SQLite)"
 env -u ONEJOB_CONFIG -u ONEJOB_API_KEYS -u ONEJOB_RUN DATABASE_URL="sqlite:$app/onejob.db" LOG_LEVEL=warn \
-  npx --no-install onejob serve --port "$port" --host 127.0.0.1 > "$work/serve.log" 2>&1 &
+  setsid npx --no-install onejob serve --port "$port" --host 127.0.0.1 > "$work/serve.log" 2>&1 &
 serve_pid=$!
 ok=""
 for _ in $(seq 1 150); do
@@ -105,7 +111,9 @@ code="$(chat)"
 [ "$code" = "200" ] || fail "the demo chat replay answered $code"
 grep -qi '^idempotent-replayed: true' "$work/chat.headers" || fail "the replay lacks Idempotent-Replayed: true"
 step "demo chat call answered 200; its replay is Idempotent-Replayed"
-kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=""
+stop_serve
+for _ in $(seq 1 50); do pgrep -f "onejob serve --port $port" >/dev/null || break; sleep 0.1; done
+pgrep -f "onejob serve --port $port" >/dev/null && fail "onejob serve still runs 5 s after it was stopped"
 
 # --- 2. import from an .mjs file -------------------------------------------------------
 cat > check.mjs <<'JS'
