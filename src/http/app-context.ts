@@ -39,5 +39,6 @@ export function bindLog(request: FastifyRequest, reply: FastifyReply, fields: Re
   request.log = request.log.child(fields);
   reply.log = request.log;
   // One identity through every layer: the load balancer can log the job a request was about.
-  if (fields.job_id !== undefined) reply.header('onejob-job-id', fields.job_id);
+  // Only an id a header can carry: a path parameter no job could have (a NUL byte, non-ASCII) is answered 404, not echoed.
+  if (fields.job_id !== undefined && /^[\x21-\x7e]{1,255}$/.test(fields.job_id)) reply.header('onejob-job-id', fields.job_id);
 }

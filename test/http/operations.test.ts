@@ -77,10 +77,18 @@ describe('operations', () => {
     expect(line).toBeDefined();
   });
 
-  it('an id with a NUL byte is 404, and a body that is not UTF-8 is 400 invalid_request', async () => {
-    for (const [method, path] of [['GET', '/v1/jobs/%00'], ['GET', '/v1/jobs/%00/attempts'], ['POST', '/v1/jobs/%00/attempts'], ['POST', '/v1/jobs/%00/cancel']] as const) {
-      const res = await server.request(method, path, method === 'POST' ? { body: {} } : {});
-      expect(res.status, `${method} ${path}`).toBe(404);
+  it('an id with a NUL byte or non-ASCII is 404 (and never echoed into a header), and a body that is not UTF-8 is 400 invalid_request', async () => {
+    for (const id of ['%00', '%F0%9F%92%A5']) {
+      for (const [method, path] of [['GET', `/v1/jobs/${id}`], ['GET', `/v1/jobs/${id}/attempts`], ['POST', `/v1/jobs/${id}/attempts`], ['POST', `/v1/jobs/${id}/cancel`]] as const) {
+        const res = await fetch(server.baseUrl + path, {
+          method,
+          headers: { authorization: `Bearer ${ALICE}`, ...(method === 'POST' ? { 'content-type': 'application/json' } : {}) },
+          ...(method === 'POST' ? { body: '{}' } : {}),
+        });
+        expect(res.status, `${method} ${path}`).toBe(404);
+        expect(((await res.json()) as { code: string }).code, `${method} ${path}`).toBe('job_not_found');
+        expect(res.headers.get('onejob-job-id'), `${method} ${path}`).toBeNull();
+      }
     }
     const res = await fetch(server.baseUrl + '/v1/jobs', {
       method: 'POST',
