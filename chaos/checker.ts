@@ -358,12 +358,11 @@ export function checkRun(input: CheckInput): CheckReport {
           const before = state.get(a);
           const actor = String(ev.data.actor ?? '');
           const code = (ev.data.error as { code?: unknown } | undefined)?.code;
-          if (ev.type === 'attempt.failed' && actor !== 'api') {
-            if (before === 'unknown') {
-              add('timeout_failed', jobId, `attempt ${a} went unknown → failed by ${actor} (event ${ev.id}); only a resolve may decide an attempt in doubt`, excerptOf(jobId));
-            } else if (typeof code === 'string' && AMBIGUOUS_CODES.has(code)) {
-              add('timeout_failed', jobId, `attempt ${a} recorded failed with the ambiguous code ${code} by ${actor} (event ${ev.id})`, excerptOf(jobId));
-            }
+          // CONTRACT §2: `unknown` may later become `failed` by a late answer, but only a definite one (a 429,
+          // a 4xx refusal: provably not executed); the provider-call check below holds every failed attempt to that.
+          if (ev.type === 'attempt.failed' && actor !== 'api' && typeof code === 'string' && AMBIGUOUS_CODES.has(code)) {
+            const how = before === 'unknown' ? `went unknown → failed with the ambiguous code ${code}` : `recorded failed with the ambiguous code ${code}`;
+            add('timeout_failed', jobId, `attempt ${a} ${how} by ${actor} (event ${ev.id}); only a definite answer or a resolve may decide it`, excerptOf(jobId));
           }
           state.set(a, 'done');
         }

@@ -316,7 +316,11 @@ export const chatCompletionBody = {
         type: 'object',
         required: ['role'],
         additionalProperties: true,
-        properties: { role: { type: 'string', minLength: 1 }, content: { type: ['string', 'array', 'null'] } },
+        properties: {
+          role: { type: 'string', minLength: 1 },
+          // A content array holds parts (`{"type": "text", "text": …}`, images…): anything else is a 422 here, not a provider's refusal later.
+          content: { type: ['string', 'array', 'null'], items: { type: 'object', required: ['type'], properties: { type: { type: 'string', minLength: 1 } } } },
+        },
       },
     },
     stream: { type: 'boolean', description: 'true: the answer is streamed as Server-Sent Events (CONTRACT §7).' },

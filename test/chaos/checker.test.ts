@@ -181,9 +181,9 @@ describe('chaos checker', () => {
     expect(checkRun(run).violations).toEqual([]);
   });
 
-  it('reports an executor turning an unknown attempt into failed', () => {
+  it('reports an executor turning an unknown attempt into failed on an ambiguous outcome (a late definite refusal may: CONTRACT §2)', () => {
     const run = cleanRun();
-    run.db.events.splice(3, 1, event(4, 'attempt.unknown', A1, 't3x'), event(9, 'attempt.failed', A1, 't3y', { actor: 'executor:e1', error: { code: 'provider_overloaded' } }));
+    run.db.events.splice(3, 1, event(4, 'attempt.unknown', A1, 't3x'), event(9, 'attempt.failed', A1, 't3y', { actor: 'executor:e1', error: { code: 'connection_lost' } }));
     expect(checkRun(run).violations.map((v) => v.kind)).toContain('timeout_failed');
   });
 

@@ -319,11 +319,14 @@ for (const db of TEST_DATABASES) {
       expect([unknown.status, unknown.code]).toEqual([422, 'route_unknown']);
       const noMessages = await rejection(sdk.chat.completions.create({ model: 'chat' } as never, withKey(key)));
       expect([noMessages.status, noMessages.code]).toEqual([422, 'invalid_request']);
+      // Content parts that are not parts (found by the chaos fuzzer: a 502 once a provider refused them).
+      const badParts = await rejection(sdk.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: [null, 'text'] }] } as never, withKey(key)));
+      expect([badParts.status, badParts.code]).toEqual([422, 'invalid_request']);
       const noKey = await rejection(sdk.chat.completions.create({ model: 'chat', messages }));
       expect([noKey.status, noKey.code]).toEqual([400, 'idempotency_key_missing']);
       const badToken = await rejection(new OpenAI({ apiKey: 'tok_nobody', baseURL, maxRetries: 3 }).chat.completions.create({ model: 'chat', messages }, withKey(key)));
       expect([badToken.status, badToken.code]).toEqual([401, 'unauthorized']);
-      expect(arrivals.get(key)).toBe(4);
+      expect(arrivals.get(key)).toBe(5);
       expect(await jobsWithKey(key)).toHaveLength(0);
       expect(openaiFake.calls).toHaveLength(0);
       // The key was not used up.
