@@ -329,7 +329,9 @@ export type paths = {
                 content: {
                     "application/json": {
                         messages: ({
-                            content?: string | unknown[] | null;
+                            content?: string | {
+                                type: string;
+                            }[] | null;
                             role: string;
                         } & {
                             [key: string]: unknown;
