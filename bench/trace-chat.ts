@@ -78,18 +78,28 @@ async function traceOne(label: string, db: string): Promise<void> {
   await raw.migrate();
   const store = traced(raw);
   const runtime = await createRuntime({ config, store });
-  for (const p of runtime.providers.values()) {
-    const call = p.call.bind(p);
-    (p as { call: typeof p.call }).call = async (req) => {
-      const s = performance.now();
-      const out = await call(req);
-      ev('provider.call', s);
-      return out;
-    };
+  // Each provider's `call` timed through a Proxy of our own (the runtime's providers are tracing Proxies:
+  // assigning `call` would land on their target and recurse through them).
+  const providers = runtime.providers as Map<string, (typeof runtime.providers extends ReadonlyMap<string, infer P> ? P : never)>;
+  for (const [name, p] of providers) {
+    providers.set(name, new Proxy(p, {
+      get(t, key) {
+        if (key === 'call') {
+          return async (req: Parameters<typeof t.call>[0]) => {
+            const s = performance.now();
+            const out = await t.call(req);
+            ev('provider.call', s);
+            return out;
+          };
+        }
+        const v = Reflect.get(t, key, t);
+        return typeof v === 'function' ? v.bind(t) : v;
+      },
+    }));
   }
   const executor = runtime.createExecutor({ pollMs: 1000 });
   await executor.start();
-  const app = buildApp({ store, config });
+  const app = buildApp({ store, config, executor });
   app.addHook('onRequest', async () => ev('http.onRequest', performance.now()));
   app.addHook('onSend', async (_req, _reply, payload) => {
     ev('http.onSend', performance.now());

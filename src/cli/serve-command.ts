@@ -91,7 +91,9 @@ export async function runServe(o: ServeOptions): Promise<void> {
   }
   if (Object.keys(o.config.apiKeys).length === 0) o.logger.warn('no API keys configured: every /v1/ request will be 401 (set apiKeys or ONEJOB_API_KEYS)');
   const metrics = createMetrics({ countInDoubt: () => o.store.countAttemptsInDoubt() });
-  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible });
+  // Created before the app: chat jobs run their first attempt on it at once (the fast path); started after listen.
+  const executor = o.executor ? runtime.createExecutor() : undefined;
+  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (error) {
@@ -100,8 +102,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
     await o.store.close().catch(() => undefined);
     throw new CliFailure(`cannot listen on ${o.host}:${o.port}: ${(error as Error).message}`, USAGE_EXIT_CODE);
   }
-  if (o.executor) {
-    const executor = runtime.createExecutor();
+  if (executor) {
     instrumentExecutor(executor, metrics);
     instrumentUsage(executor, metrics);
     await executor.start();

@@ -173,6 +173,8 @@ export class Executor {
   readonly #inFlight = new Map<string, InFlight>();
   #running = false;
   #wakePending = false;
+  /** The last claim was limited by room (or found none): work may be waiting for a finished attempt's slot. */
+  #starved = false;
   #loop: Promise<void> | null = null;
   #wake: (() => void) | null = null;
   #timers: NodeJS.Timeout[] = [];
@@ -252,6 +254,35 @@ export class Executor {
     this.#o.logger?.info('executor stopped');
   }
 
+  /**
+   * The lease a new job's first attempt may take at birth to run here at
+   * once (the fast path, `Store.createJob`'s `firstAttempt`): while this
+   * executor runs and has room; else null (the job is queued and claimed).
+   */
+  leaseForNewWork(route: string): { leaseOwner: string; leaseMs: number; eligible: EligibilityCheck } | null {
+    if (!this.#running || this.#inFlight.size >= this.#o.concurrency) return null;
+    return { leaseOwner: this.id, leaseMs: this.#o.leaseMs, eligible: this.#o.eligible(route) };
+  }
+
+  /**
+   * Runs an attempt leased to this executor elsewhere (a job created with
+   * {@link leaseForNewWork}'s lease); `leasedAt` is the `performance.now()`
+   * at which the statement that leased it was sent.
+   */
+  adopt(claimed: ClaimedAttempt, leasedAt: number): void {
+    const { attempt } = claimed;
+    if (attempt.leaseOwner !== this.id) throw new Error(`attempt ${attempt.id} is leased to ${attempt.leaseOwner}, not to executor ${this.id}`);
+    if (!this.#running) {
+      // Stopped meanwhile: hand it back unsent (still `starting`) for another executor to claim.
+      void this.#o.store
+        .releaseLease({ ownerId: attempt.ownerId, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! })
+        .then(() => this.#o.store.notifyWork())
+        .catch((e) => this.events.emit('error', e));
+      return;
+    }
+    this.#run(claimed, leasedAt);
+  }
+
   /** Runs one rescue pass now (also done on a timer). */
   async rescueNow(): Promise<number> {
     return this.#o.store.rescueExpiredLeases();
@@ -273,6 +304,8 @@ export class Executor {
         }
       }
       for (const c of claimed) this.#run(c, sentAt);
+      // Work may be waiting that did not fit: claim again as soon as an attempt finishes.
+      this.#starved = room <= 0 || claimed.length >= Math.min(room, 32);
       if (claimed.length > 0 && claimed.length >= Math.min(room, 32)) continue;
       if (this.#wakePending) continue;
       await new Promise<void>((resolve) => {
@@ -300,7 +333,8 @@ export class Executor {
       .finally(() => {
         this.#inFlight.delete(c.attempt.id);
         resolveDone();
-        this.wake();
+        // Room was the limit of the last claim: look again now. Otherwise new work wakes the loop itself.
+        if (this.#starved) this.wake();
       });
   }
 
@@ -486,7 +520,7 @@ export class Executor {
       const r = await this.#retrying(f, 'settle', log, () => {
         tries++;
         return this.#o.store.settleAttempt({
-          ownerId: attempt.ownerId, attemptId: attempt.id, outcome,
+          ownerId: attempt.ownerId, attemptId: attempt.id, jobId: attempt.jobId, outcome,
           fence: { leaseOwner: this.id, leaseToken: attempt.leaseToken! },
           eligible: this.#o.eligible(f.job.route),
         });

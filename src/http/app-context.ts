@@ -6,8 +6,18 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../core/clock.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { OnejobConfig } from '../config/config.ts';
-import type { Store } from '../store/store.ts';
+import type { ClaimedAttempt, LeaseRequest, Store } from '../store/store.ts';
+import type { JobWatch } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
+
+/**
+ * The executor of this process, as the gateway's fast path sees it: a lease
+ * for a new job's first attempt, and the attempt run at once (`Executor`).
+ */
+export interface InlineRunner {
+  leaseForNewWork(route: string): (LeaseRequest & { readonly eligible: EligibilityCheck }) | null;
+  adopt(claimed: ClaimedAttempt, leasedAt: number): void;
+}
 
 /** Dependencies of the route groups. */
 export interface AppContext {
@@ -21,6 +31,10 @@ export interface AppContext {
   readonly closing: AbortSignal;
   /** The certification gate of a route (manual attempts naming an uncertified provider are refused). */
   readonly eligible: (route: string) => EligibilityCheck;
+  /** Every waiting request's view of its job (one entry per job). */
+  readonly jobs: JobWatch;
+  /** The executor of this process, when it runs one: gateway jobs run their first attempt here at once. */
+  readonly inline: InlineRunner | null;
 }
 
 declare module 'fastify' {

@@ -22,7 +22,8 @@ import type { OnejobConfig } from '../config/config.ts';
 import type { Store } from '../store/store.ts';
 import { SHARED_SCHEMAS } from './api-schemas.ts';
 import { createApiTokenAuthenticator } from './api-token-auth.ts';
-import type { AppContext } from './app-context.ts';
+import type { AppContext, InlineRunner } from './app-context.ts';
+import { JobWatch } from './job-watch.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { toProblem } from './problem-details.ts';
@@ -53,6 +54,13 @@ export interface BuildAppOptions {
   readonly waitRecheckMs?: number | undefined;
   /** The certification gate of a route, for manual attempts (CONTRACT §5). Default: every provider eligible. */
   readonly eligible?: ((route: string) => EligibilityCheck) | undefined;
+  /**
+   * The executor of this process (`onejob serve` without `--no-executor`):
+   * chat jobs lease their first attempt to it when created and it runs them
+   * at once (docs/performance.md, the fast path). Default: none (every job
+   * is queued and claimed by an executor).
+   */
+  readonly executor?: InlineRunner | undefined;
   /** `POST /v1/chat/completions`: its longest wait and its `Retry-After` (see {@link ChatRoutesOptions}). */
   readonly chatCompletions?: ChatRoutesOptions | undefined;
 }
@@ -133,6 +141,8 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     waitRecheckMs: options.waitRecheckMs ?? 1000,
     closing: closing.signal,
     eligible: options.eligible ?? (() => everyProviderEligible),
+    jobs: new JobWatch({ store, recheckMs: options.waitRecheckMs ?? 1000 }),
+    inline: options.executor ?? null,
   };
   const authenticate = createApiTokenAuthenticator(config.apiKeys);
 
@@ -182,6 +192,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   });
 
   app.addHook('preClose', async () => closing.abort());
+  app.addHook('onClose', async () => ctx.jobs.close());
   registerServerTiming(app, ctx.metrics);
   app.decorateRequest('owner', '');
   app.addHook('onRequest', async (request, reply) => {

@@ -10,6 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { fingerprint } from '../core/fingerprint.ts';
 import { OnejobError, isOnejobError } from '../core/errors.ts';
 import type { JobWithAttempts } from '../core/types.ts';
+import type { ClaimedAttempt } from '../store/store.ts';
 import { bindLog, type AppContext } from './app-context.ts';
 import { chatRouteOf } from './chat-completion.ts';
 import { waitForJob } from './routes/job-routes.ts';
@@ -36,6 +37,12 @@ export interface ChatJob {
   readonly created: boolean;
   /** `'true'` when the key already had a job (the metrics' label). */
   readonly replayed: 'true' | 'false';
+  /**
+   * The fast path: the job's first attempt was leased to this process's
+   * executor with the job; this runs it. Call it once the answer waits
+   * (subscribed to the job or its stream); later calls do nothing.
+   */
+  readonly start?: (() => void) | undefined;
 }
 
 /**
@@ -55,14 +62,18 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   }
   let created: boolean;
   let job: JobWithAttempts;
+  let claimed: ClaimedAttempt | undefined;
+  const firstAttempt = ctx.inline?.leaseForNewWork(route) ?? undefined;
+  const leasedAt = performance.now();
   try {
-    ({ job, created } = await tracedCreateJob(store, request.headers, {
+    ({ job, created, claimed } = await tracedCreateJob(store, request.headers, {
       ownerId: request.owner,
       idempotencyKey: p.idempotencyKey,
       route,
       input: p.input,
       providers: config.routes[route]!.providers,
       fingerprint: fingerprint({ endpoint: p.endpoint, body: p.body }),
+      firstAttempt,
     }));
   } catch (error) {
     if (isOnejobError(error, 'idempotency_key_reused')) {
@@ -81,7 +92,16 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
     reply.header('idempotent-replayed', 'true');
     request.log.info({ route, endpoint: p.endpoint, state: job.state }, 'chat request joined its job');
   }
-  return { job, created, replayed: created ? 'false' : 'true' };
+  const inline = ctx.inline;
+  let started = false;
+  const start = claimed && inline
+    ? () => {
+        if (started) return;
+        started = true;
+        inline.adopt(claimed, leasedAt);
+      }
+    : undefined;
+  return { job, created, replayed: created ? 'false' : 'true', start };
 }
 
 /** Options of {@link settleChatJob}. */
@@ -110,7 +130,7 @@ export async function settleChatJob(
 ): Promise<JobWithAttempts> {
   const { metrics } = ctx;
   const { replayed } = created;
-  const job = await waitForJob(ctx, request, reply, created.job, options.maxWaitMs);
+  const job = await waitForJob(ctx, request, reply, created.job, options.maxWaitMs, created.start);
   const retryLater = (): void => {
     reply.header('retry-after', String(Math.max(1, Math.ceil(options.retryAfterMs / 1000)))).header('retry-after-ms', String(options.retryAfterMs));
   };

@@ -22,6 +22,7 @@ import type { ChatDelta } from '../providers/provider.ts';
 import { MessagesStreamEncoder, messagesSseEvent } from '../protocols/anthropic-messages.ts';
 import { ChatChunkEncoder, chatSseEvent } from '../protocols/openai-chat-stream.ts';
 import type { AppContext } from './app-context.ts';
+import { writeSseHead } from './sse.ts';
 import { chatCompletionId } from './chat-completion.ts';
 
 /** Default of {@link StreamJobResponseOptions.keepAliveMs}: comments at least every 15 s while nothing was sent (CONTRACT §7). */
@@ -55,6 +56,8 @@ export interface StreamJobResponseOptions {
   readonly keepAliveMs?: number | undefined;
   /** Default: the process's {@link defaultStreamHub} (the executor's, in `onejob serve`). */
   readonly hub?: StreamHub | undefined;
+  /** The fast path's start of the job's first attempt here ({@link ChatJob.start}): run once the relay watches. */
+  readonly start?: (() => void) | undefined;
 }
 
 /**
@@ -138,13 +141,7 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
     reply.hijack();
     const headers: Record<string, string | number | string[]> = {};
     for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v as string | number | string[];
-    raw.writeHead(200, {
-      ...headers,
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
+    writeSseHead(raw, headers);
   };
   const write = (text: string): void => {
     if (text === '' || raw.destroyed) return;
@@ -172,7 +169,6 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
     const cleanup = (): void => {
       done = true;
       clearInterval(keepAlive);
-      clearInterval(recheck);
       clearTimeout(maxWait);
       unwatch();
       offJob();
@@ -236,52 +232,37 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
         // Nothing of this stream reached the client: wait for what the job does next (a failover's stream, or its end).
         relaying = null;
         sse = sseWriter(o, job.id);
-        void reread();
+        reread();
       }
     };
 
-    let reading = false;
-    let again = false;
-    const reread = async (): Promise<void> => {
-      if (done) return;
-      if (reading) {
-        again = true;
-        return;
+    /** The job as committed, pushed or read (see JobWatch); a live stream decides how this answer ends, the row is for requests without one. */
+    const onJob = (j: JobWithAttempts | null): void => {
+      if (done || relaying !== null) return;
+      if (j === null) return giveBack(latest, 'the job is gone');
+      latest = j;
+      if (j.state === 'succeeded') {
+        write(sse.replay(j.result));
+        return end();
       }
-      reading = true;
-      try {
-        do {
-          again = false;
-          const j = await ctx.store.getJob(request.owner, job.id);
-          // A live stream decides how this answer ends; the stored row is for requests without one.
-          if (done || relaying !== null) return;
-          if (j === null) return giveBack(latest, 'the job is gone');
-          latest = j;
-          if (j.state === 'succeeded') {
-            write(sse.replay(j.result));
-            return end();
-          }
-          if (isJobTerminal(j.state) || j.state === 'unknown') return giveBack(j, 'the job ended');
-        } while (again && !done);
-      } catch (error) {
-        request.log.warn({ err: error }, 'stream re-read failed; trying again at the next change');
-      } finally {
-        reading = false;
-      }
+      if (isJobTerminal(j.state) || j.state === 'unknown') giveBack(j, 'the job ended');
     };
+    let reread = (): void => {};
 
     const keepAlive = setInterval(() => {
       if (!dataSent && !done) write(': keep-alive\n\n');
     }, keepAliveMs);
-    const recheck = setInterval(() => void reread(), ctx.waitRecheckMs);
     const maxWait = setTimeout(onWaitEnd, o.maxWaitMs);
     raw.on('close', onClose);
     ctx.closing.addEventListener('abort', onWaitEnd);
-    const offJob = ctx.store.onJobChanged((ownerId, jobId) => {
-      if (ownerId === request.owner && jobId === job.id) void reread();
-    });
     // Watching first, reading second: a stream or an outcome that came in between is not missed.
     if (!o.buffered) unwatch = hub.watch(job.id, onEvent);
-    void reread();
+    const offJob = ctx.jobs.watch(request.owner, job.id, {
+      onJob,
+      onError: (error) => request.log.warn({ err: error }, 'stream re-read failed; trying again at the next change'),
+    }, { readNow: o.start === undefined, state: job.state });
+    // After a stream that sent nothing ended, the job is read again (a failover's stream, or its end).
+    reread = () => ctx.jobs.refresh(request.owner, job.id);
+    o.start?.();
   });
 }

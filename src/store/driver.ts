@@ -57,6 +57,39 @@ export interface JobInsertRow {
   readonly traceContext?: string | null | undefined;
 }
 
+/**
+ * A job's first attempt, written with the job in one statement (the fast path:
+ * the creating process runs it itself, CONTRACT §2 unchanged: the job and its
+ * attempt are durable before the provider is called).
+ */
+export interface FirstAttemptRow {
+  readonly id: string;
+  readonly provider: string;
+  readonly leaseOwner: string;
+  readonly leaseToken: string;
+  /** The lease runs until the database's now + this. */
+  readonly leaseMs: number;
+  /** Stands in for the database's clock (tests); null: the database's own. */
+  readonly now: Date | null;
+}
+
+/** Parameters of {@link DriverQueries.attemptSettleWon}. */
+export interface SettleWonParams {
+  readonly ownerId: string;
+  readonly jobId: string;
+  readonly attemptId: string;
+  readonly leaseOwner: string;
+  readonly leaseToken: string;
+  readonly result: unknown;
+  /** Absent: the usage columns stay as they are. */
+  readonly usage?: TokenUsage | null | undefined;
+  readonly costMicros?: number | null | undefined;
+  /** The event log's `actor`. */
+  readonly actor: string;
+  /** Stands in for the database's clock (tests); null: the database's own. */
+  readonly now: Date | null;
+}
+
 /** Parameters of {@link DriverQueries.jobList}. */
 export interface JobListParams {
   readonly ownerId: string;
@@ -205,6 +238,25 @@ export interface DriverQueries {
    * updated_at = created_at. Returns the new job, or null when the key exists.
    */
   jobInsert(row: JobInsertRow): Promise<Job | null>;
+  /**
+   * {@link jobInsert} with its first attempt, in one statement (one commit):
+   * the job `running` with attempt_count 1, the attempt (number 1, kind
+   * `first`, `starting`, base version 0) leased to `attempt.leaseOwner`, and
+   * its `attempt.started` event. Null when the key exists (nothing written).
+   */
+  jobInsertLeased(row: JobInsertRow, attempt: FirstAttemptRow): Promise<{ job: Job; attempt: Attempt } | null>;
+  /**
+   * The common success in one statement (one commit): the job's only attempt
+   * (attempt_count 1), holding its lease, wins the completion
+   * compare-and-swap; the attempt `succeeded` (lease released, usage
+   * recorded) with its `attempt.succeeded` and `job.succeeded` events.
+   * Null when any of that does not hold: nothing was written, and the caller
+   * settles through the general transaction (it decides the lost race, the
+   * lost lease, the siblings).
+   */
+  attemptSettleWon(params: SettleWonParams): Promise<{ job: Job; attempt: Attempt } | null>;
+  /** The states of the jobs named, in one statement (absent: no such job). Executors and waiters watching many jobs. */
+  jobStates(refs: readonly { readonly ownerId: string; readonly jobId: string }[]): Promise<{ id: string; state: JobState }[]>;
   /** The job for (owner, idempotency key), or null. */
   jobGetByKey(ownerId: string, idempotencyKey: string): Promise<Job | null>;
   /**

@@ -35,6 +35,7 @@ import type {
   CreateJobResult,
   DeleteFinishedJobsParams,
   DeleteFinishedJobsResult,
+  JobChangeListener,
   ListAllJobsParams,
   LeaseRequest,
   ListJobsParams,
@@ -127,7 +128,7 @@ export class JobStore implements Store {
     const body = p.metadata === undefined ? { route: p.route, input: p.input } : { route: p.route, input: p.input, metadata: p.metadata };
     const fp = p.fingerprint ?? fingerprintOf(body);
     const q = this.#driver.queries;
-    const inserted = await q.jobInsert({
+    const row = {
       id: newId('job'),
       ownerId: p.ownerId,
       idempotencyKey: p.idempotencyKey,
@@ -138,11 +139,25 @@ export class JobStore implements Store {
       providers: p.providers,
       createdAt: this.#clock.now(),
       traceContext: p.traceContext ?? null,
-    });
-    if (inserted) {
-      this.#changed(inserted.ownerId, inserted.id, inserted.state);
-      this.#signalWork();
-      return { job: { ...inserted, attempts: [] }, created: true };
+    };
+    const first = p.firstAttempt ? await this.#firstProvider(p, p.firstAttempt.eligible ?? everyProviderEligible) : null;
+    if (first !== null && p.firstAttempt) {
+      const leased = await q.jobInsertLeased(row, {
+        id: newId('att'), provider: first, leaseOwner: p.firstAttempt.leaseOwner, leaseToken: newId('lease'), leaseMs: p.firstAttempt.leaseMs,
+        now: this.#databaseClock?.now() ?? null,
+      });
+      if (leased) {
+        const job = { ...leased.job, attempts: [leased.attempt] };
+        this.#changed(job.ownerId, job.id, job.state, job);
+        return { job, created: true, claimed: { attempt: leased.attempt, job: leased.job } };
+      }
+    } else {
+      const inserted = await q.jobInsert(row);
+      if (inserted) {
+        this.#changed(inserted.ownerId, inserted.id, inserted.state);
+        this.#signalWork();
+        return { job: { ...inserted, attempts: [] }, created: true };
+      }
     }
     const existing = await q.jobGetByKey(p.ownerId, p.idempotencyKey);
     if (!existing) {
@@ -157,6 +172,18 @@ export class JobStore implements Store {
     }
     const attempts = await q.attemptListByJob(existing.ownerId, existing.id);
     return { job: { ...existing, attempts }, created: false };
+  }
+
+  /**
+   * The provider a new job's first attempt goes to, when the creating process
+   * may run it at once: the chain's first eligible provider, provided none
+   * before it is skipped (a skip is recorded on the job: the executor's
+   * claim does that). The certifications are read now (CONTRACT §5).
+   */
+  async #firstProvider(p: CreateJobParams, eligible: EligibilityCheck): Promise<string | null> {
+    const gate = await routingGate(this.#driver.queries, eligible, p.input);
+    const plan = planNextProvider(p.providers, [], gate, 'first');
+    return plan.skipped.length === 0 ? plan.provider : null;
   }
 
   async getJob(ownerId: string, jobId: string): Promise<JobWithAttempts | null> {
@@ -191,9 +218,9 @@ export class JobStore implements Store {
   }
 
   async getJobStates(refs: readonly { readonly ownerId: string; readonly jobId: string }[]): Promise<Map<string, JobState>> {
-    const q = this.#driver.queries;
-    const jobs = await Promise.all(refs.map((r) => q.jobGet(r.ownerId, r.jobId)));
-    return new Map(jobs.filter((j): j is Job => j !== null).map((j) => [j.id, j.state]));
+    const plausible = refs.filter((r) => isPlausibleId(r.jobId));
+    const rows = plausible.length === 0 ? [] : await this.#driver.queries.jobStates(plausible);
+    return new Map(rows.map((r) => [r.id, r.state]));
   }
 
   async getAttempt(ownerId: string, attemptId: string): Promise<Attempt | null> {
@@ -228,7 +255,7 @@ export class JobStore implements Store {
       await q.eventInsert(events);
       return { ...(await q.jobGet(ownerId, jobId))!, attempts: await q.attemptListByJob(ownerId, jobId) };
     });
-    this.#changed(ownerId, jobId, out.state);
+    this.#changed(ownerId, jobId, out.state, out);
     return out;
   }
 
@@ -251,6 +278,19 @@ export class JobStore implements Store {
   }
 
   async settleAttempt(p: SettleAttemptParams): Promise<SettleAttemptResult> {
+    if (p.outcome.state === 'succeeded' && p.fence && p.jobId !== undefined) {
+      // The common case in one statement: the job's only attempt wins. Anything else writes nothing and goes the general way.
+      const won = await this.#driver.queries.attemptSettleWon({
+        ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, leaseOwner: p.fence.leaseOwner, leaseToken: p.fence.leaseToken,
+        result: p.outcome.result, ...meteredSet(p.outcome), actor: p.actor ?? `executor:${p.fence.leaseOwner}`,
+        now: this.#databaseClock?.now() ?? null,
+      });
+      if (won) {
+        const job = { ...won.job, attempts: [won.attempt] };
+        this.#changed(p.ownerId, job.id, job.state, job);
+        return { attempt: won.attempt, job, won: true, failover: null };
+      }
+    }
     const eligible = p.eligible ?? everyProviderEligible;
     const out = await this.#driver.transaction(async (q) => {
       const found = isPlausibleId(p.attemptId) ? await q.attemptGet(p.ownerId, p.attemptId) : null;
@@ -348,7 +388,7 @@ export class JobStore implements Store {
       const attemptsAfter = await q.attemptListByJob(p.ownerId, job.id);
       return { attempt: attemptsAfter.find((a) => a.id === attempt.id)!, job: { ...jobAfter, attempts: attemptsAfter }, won, failover };
     });
-    this.#changed(p.ownerId, out.job.id, out.job.state);
+    this.#changed(p.ownerId, out.job.id, out.job.state, out.job);
     if (out.failover) this.#signalWork();
     return out;
   }
@@ -527,7 +567,7 @@ export class JobStore implements Store {
     };
   }
 
-  onJobChanged(listener: (ownerId: string, jobId: string, state?: JobState) => void): () => void {
+  onJobChanged(listener: JobChangeListener): () => void {
     this.#changes.on('job', listener);
     return () => this.#changes.off('job', listener);
   }
@@ -674,8 +714,8 @@ export class JobStore implements Store {
     if (!ok) throw new OnejobError(fence ? 'lease_lost' : 'attempt_finished', `attempt ${attempt.id} changed concurrently`);
   }
 
-  #changed(ownerId: string, jobId: string, state?: JobState): void {
-    this.#changes.emit('job', ownerId, jobId, state);
+  #changed(ownerId: string, jobId: string, state?: JobState, job?: JobWithAttempts): void {
+    this.#changes.emit('job', ownerId, jobId, state, job);
   }
 
   /** Wakes executors: in this process at once, other processes through the driver (coalesced). */

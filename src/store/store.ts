@@ -30,6 +30,13 @@ export interface CreateJobParams {
   readonly fingerprint?: string | undefined;
   /** The W3C trace context to keep on a new row (docs/tracing.md); ignored on a replay. */
   readonly traceContext?: string | null | undefined;
+  /**
+   * The fast path: write the job's first attempt with it, leased to this
+   * executor, in the same commit, so the creating process calls the provider
+   * at once (no claim). Skipped (the job is queued as usual) when the first
+   * provider of the chain is not eligible; ignored on a replay.
+   */
+  readonly firstAttempt?: (LeaseRequest & { readonly eligible?: EligibilityCheck | undefined }) | undefined;
 }
 
 /** Result of {@link Store.createJob}. */
@@ -37,6 +44,8 @@ export interface CreateJobResult {
   readonly job: JobWithAttempts;
   /** True for the caller whose INSERT created the row; false for a replay. */
   readonly created: boolean;
+  /** With `firstAttempt`: the attempt leased to the caller, to run now. */
+  readonly claimed?: ClaimedAttempt | undefined;
 }
 
 /** Parameters of {@link Store.listJobs}. */
@@ -117,6 +126,8 @@ export interface SettleAttemptParams {
   readonly eligible?: EligibilityCheck | undefined;
   /** Who settled it, for the event log (`executor:<id>`, `api`, `cli`). */
   readonly actor?: string | undefined;
+  /** The attempt's job, when the caller knows it: a fenced success may then settle in one statement. */
+  readonly jobId?: string | undefined;
   /** Why (an operator's resolve), kept in the event log beside the actor. */
   readonly reason?: string | undefined;
 }
@@ -206,6 +217,13 @@ export interface DeleteFinishedJobsParams {
 export interface DeleteFinishedJobsResult extends RetentionBatchResult {
   readonly batches: number;
 }
+
+/**
+ * A committed change of a job (see {@link Store.onJobChanged}): `state` when
+ * the store knows it without a read, `job` when it holds the whole job as
+ * committed (a settle, a cancel): waiters take it instead of reading it again.
+ */
+export type JobChangeListener = (ownerId: string, jobId: string, state?: JobState, job?: JobWithAttempts) => void;
 
 /** The store's public surface. */
 export interface Store {
@@ -316,7 +334,7 @@ export interface Store {
    * knows it without a read (creation, cancel, settle). Returns an
    * unsubscribe function.
    */
-  onJobChanged(listener: (ownerId: string, jobId: string, state?: JobState) => void): () => void;
+  onJobChanged(listener: JobChangeListener): () => void;
   close(): Promise<void>;
 
   /** Records a verify verdict for (provider, model, contract fingerprint); the latest one replaces earlier ones. */

@@ -56,7 +56,7 @@ export async function startGateway(db: TestDatabase): Promise<Gateway> {
   const runtime: Runtime = await createRuntime({ config, store });
   const executor: Executor = runtime.createExecutor({ pollMs: 100, lateAnswerGraceMs: 500 });
   await executor.start();
-  const app: FastifyInstance = buildApp({ store, config, eligible: runtime.eligible, waitRecheckMs: 200, chatCompletions: { maxWaitMs: 5_000, retryAfterMs: 100 } });
+  const app: FastifyInstance = buildApp({ store, config, eligible: runtime.eligible, executor, waitRecheckMs: 200, chatCompletions: { maxWaitMs: 5_000, retryAfterMs: 100 } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('no port');

@@ -63,7 +63,7 @@ for (const db of TEST_DATABASES) {
       executor = runtime.createExecutor({ pollMs: 100, lateAnswerGraceMs: 1_000 });
       await executor.start();
       metrics = createMetrics({ processMetrics: false });
-      app = buildApp({ store, config, metrics, waitRecheckMs: 200, chatCompletions: { maxWaitMs: MAX_WAIT_MS, retryAfterMs: 100 } });
+      app = buildApp({ store, config, metrics, executor, waitRecheckMs: 200, chatCompletions: { maxWaitMs: MAX_WAIT_MS, retryAfterMs: 100 } });
       // Counted as they arrive on the socket, before any hook (so 401s count too).
       app.server.on('request', (request: { url?: string; headers: Record<string, unknown> }) => {
         if (request.url !== '/v1/chat/completions') return;

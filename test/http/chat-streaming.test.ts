@@ -63,7 +63,7 @@ for (const db of TEST_DATABASES) {
       runtime = await createRuntime({ config, store });
       executor = runtime.createExecutor({ pollMs: 100 });
       await executor.start();
-      app = buildApp({ store, config, waitRecheckMs: 100, chatCompletions: { maxWaitMs: 10_000, retryAfterMs: 100, keepAliveMs: 50 } });
+      app = buildApp({ store, config, executor, waitRecheckMs: 100, chatCompletions: { maxWaitMs: 10_000, retryAfterMs: 100, keepAliveMs: 50 } });
       apiOnly = buildApp({ store, config, waitRecheckMs: 100, chatCompletions: { maxWaitMs: 10_000, retryAfterMs: 100, streamHub: new StreamHub() } });
       baseURL = await listen(app);
       apiOnlyURL = await listen(apiOnly);

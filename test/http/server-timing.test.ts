@@ -64,7 +64,7 @@ for (const db of TEST_DATABASES) {
       const executor = runtime.createExecutor({ pollMs: 50 });
       await executor.start();
       metrics = createMetrics({ processMetrics: false });
-      app = buildApp({ store, config, metrics, waitRecheckMs: 100, chatCompletions: { maxWaitMs: 5_000, retryAfterMs: 100 } });
+      app = buildApp({ store, config, metrics, executor, waitRecheckMs: 100, chatCompletions: { maxWaitMs: 5_000, retryAfterMs: 100 } });
       await app.listen({ host: '127.0.0.1', port: 0 });
       const address = app.server.address();
       if (address === null || typeof address === 'string') throw new Error('no port');

@@ -102,7 +102,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
           ctx, request, reply, job: created.job, encoder: 'chat', model: body.model,
           includeUsage: streamOptions?.include_usage === true,
           buffered: outputSchema !== undefined && outputSchema !== null,
-          maxWaitMs, keepAliveMs: options.keepAliveMs, hub: options.streamHub ?? defaultStreamHub,
+          maxWaitMs, keepAliveMs: options.keepAliveMs, hub: options.streamHub ?? defaultStreamHub, start: created.start,
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: created.replayed });

@@ -17,6 +17,8 @@ import { OnejobError } from '../../core/errors.ts';
 import type { JobEvent } from '../../core/types.ts';
 import { bearerSecurity, errorResponses, idParams, type IdParams } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
+import { coalescedRun } from '../job-watch.ts';
+import { writeSseHead } from '../sse.ts';
 
 /** An event as the API shows it. */
 export function eventBody(e: JobEvent) {
@@ -96,42 +98,27 @@ export function registerEventRoutes(app: FastifyInstance, ctx: AppContext, optio
 
       reply.hijack();
       const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-        'x-request-id': request.id,
-      });
+      writeSseHead(res, { 'x-request-id': request.id });
       res.write(`retry: 2000\nevent: ready\ndata: ${JSON.stringify({ after: cursor })}\n\n`);
 
       let closed = false;
-      let reading = false;
-      let again = false;
-      const read = async (): Promise<void> => {
-        if (closed) return;
-        if (reading) {
-          again = true;
-          return;
-        }
-        reading = true;
+      const read = coalescedRun(async () => {
         try {
+          let page: number;
           do {
-            again = false;
+            if (closed) return;
             const events = await store.insights.eventsSince(owner, cursor, 200);
+            page = events.length;
             for (const e of events) {
               if (closed) return;
               cursor = e.id;
               res.write(`id: ${e.id}\nevent: job_event\ndata: ${JSON.stringify(eventBody(e))}\n\n`);
             }
-            if (events.length === 200) again = true;
-          } while (again && !closed);
+          } while (page === 200);
         } catch (error) {
           request.log.warn({ err: error }, 'event feed read failed; retrying on the next wake-up');
-        } finally {
-          reading = false;
         }
-      };
+      });
       const unsubscribe = store.onJobChanged((changedOwner, jobId, state) => {
         if (changedOwner !== owner || closed) return;
         res.write(`event: job_changed\ndata: ${JSON.stringify({ job_id: jobId, state: state ?? null })}\n\n`);

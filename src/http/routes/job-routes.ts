@@ -46,62 +46,48 @@ function settledForWait(job: JobWithAttempts): boolean {
 
 /**
  * Waits until the owner's job is terminal or unknown, or `waitMs` passes, or
- * the client goes away; wakes on the store's change events and re-reads every
- * `recheckMs` for changes made by other processes. Shared by the long-poll
- * and `POST /v1/chat/completions`. The client going away is seen on the
- * response: a request stream closes as soon as its body has been read.
+ * the client goes away, through the app's {@link JobWatch} (changes pushed,
+ * other processes' read once per job). Shared by the long-poll and the
+ * gateway endpoints. `start` (the fast path: the job's first attempt, leased
+ * to this process) runs once the wait is subscribed. The client going away is
+ * seen on the response: a request stream closes as soon as its body has been read.
  */
-export async function waitForJob(ctx: AppContext, request: FastifyRequest, reply: FastifyReply, first: JobWithAttempts, waitMs: number): Promise<JobWithAttempts> {
+export async function waitForJob(
+  ctx: AppContext, request: FastifyRequest, reply: FastifyReply, first: JobWithAttempts, waitMs: number, start?: () => void,
+): Promise<JobWithAttempts> {
   let latest = first;
-  if (waitMs <= 0 || settledForWait(latest) || ctx.closing.aborted) return latest;
-  const { store } = ctx;
-  const owner = request.owner;
+  if (waitMs <= 0 || settledForWait(latest) || ctx.closing.aborted) {
+    start?.();
+    return latest;
+  }
   await new Promise<void>((resolve) => {
     let done = false;
-    let reading = false;
-    let again = false;
     const finish = (): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      clearInterval(recheck);
-      unsubscribe();
-      reply.raw.off('close', onClose);
+      unwatch();
+      reply.raw.off('close', finish);
       ctx.closing.removeEventListener('abort', finish);
       resolve();
     };
-    const reread = async (): Promise<void> => {
-      if (done) return;
-      if (reading) {
-        again = true;
-        return;
-      }
-      reading = true;
-      try {
-        do {
-          again = false;
-          const job = await store.getJob(owner, first.id);
-          if (job === null) return finish();
-          latest = job;
-          if (settledForWait(job)) return finish();
-        } while (again && !done);
-      } catch (error) {
+    // Watching first: a change committed from now on reaches this request (pushed, or read once for all its waiters).
+    // A request about to start the job's only attempt itself has nothing to catch up on: no read.
+    const unwatch = ctx.jobs.watch(request.owner, first.id, {
+      onJob: (job) => {
+        if (job === null) return finish();
+        latest = job;
+        if (settledForWait(job)) finish();
+      },
+      onError: (error) => {
         request.log.warn({ err: error }, 'long-poll re-read failed; answering with the last state read');
         finish();
-      } finally {
-        reading = false;
-      }
-    };
-    const unsubscribe = store.onJobChanged((changedOwner, jobId) => {
-      if (changedOwner === owner && jobId === first.id) void reread();
-    });
-    const onClose = (): void => finish();
-    reply.raw.on('close', onClose);
+      },
+    }, { readNow: start === undefined, state: first.state });
+    reply.raw.on('close', finish);
     ctx.closing.addEventListener('abort', finish);
     const timer = setTimeout(finish, waitMs);
-    const recheck = setInterval(() => void reread(), ctx.waitRecheckMs);
-    // Close the gap between the first read and the subscription.
-    void reread();
+    start?.();
   });
   return latest;
 }

@@ -142,7 +142,7 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
         const outputSchema = contract === null ? undefined : (ctx.config.contracts[contract] as { outputSchema?: unknown } | undefined)?.outputSchema;
         const r = await streamJobResponse({
           ctx, request, reply, job: job.job, encoder: 'messages', model: translated.model, id: messageId(job.job.id),
-          buffered: outputSchema !== undefined && outputSchema !== null, maxWaitMs,
+          buffered: outputSchema !== undefined && outputSchema !== null, maxWaitMs, start: job.start,
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: job.replayed });

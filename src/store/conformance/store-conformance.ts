@@ -517,6 +517,168 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
       });
     });
 
+    describe('the fast path: the first attempt written with the job, a winning settle in one statement', () => {
+      const lease = { leaseOwner: EXECUTOR, leaseMs: LEASE_MS };
+      const createLeased = (key: string, input: unknown = { text: 'hello' }, s: JobStore = store, eligible?: EligibilityCheck) =>
+        s.createJob({ ownerId: OWNER, idempotencyKey: key, route: 'summarize', input, providers: CHAIN, firstAttempt: { ...lease, eligible } });
+      const win = (a: Attempt, result: unknown, s: JobStore = store) =>
+        s.settleAttempt({ ownerId: OWNER, attemptId: a.id, jobId: a.jobId, fence: fenceOf(a), outcome: { state: 'succeeded', result, usage: { promptTokens: 3, completionTokens: 4, totalTokens: 7 }, costMicros: 12 } });
+
+      it('creates the job running with its first attempt leased to the caller, in one go; a replay claims nothing', async () => {
+        const first = await createLeased('fast-1');
+        expect(first.created).toBe(true);
+        const claimed = first.claimed!;
+        expect(claimed.job.id).toBe(first.job.id);
+        expect(first.job).toMatchObject({ state: 'running', version: 0, completedBy: null });
+        expect(claimed.attempt).toMatchObject({ number: 1, kind: 'first', provider: 'primary', state: 'starting', baseVersion: 0, leaseOwner: EXECUTOR });
+        expect(claimed.attempt.leaseExpiresAt?.getTime()).toBe(clock.now().getTime() + LEASE_MS);
+        expect(await store.getJob(OWNER, first.job.id)).toMatchObject({ state: 'running', attempts: [{ id: claimed.attempt.id, leaseToken: claimed.attempt.leaseToken }] });
+        expect((await store.listEvents(OWNER, first.job.id)).map((e) => e.type)).toEqual(['attempt.started']);
+        // Nothing is left for another executor to claim.
+        expect(await store.claimWork({ leaseOwner: 'exe_other', leaseMs: LEASE_MS, limit: 5 })).toHaveLength(0);
+        const again = await createLeased('fast-1');
+        expect(again.created).toBe(false);
+        expect(again.claimed).toBe(undefined);
+        expect(again.job.attempts.map((a) => a.id)).toEqual([claimed.attempt.id]);
+        expect(await codeOf(createLeased('fast-1', { text: 'other' }))).toBe('idempotency_key_reused');
+      });
+
+      it(`concurrent leased creates with one key, from two stores: one job, one attempt, one claim (${reps} repetitions)`, async () => {
+        const other = openAnother ? await openAnother() : store;
+        try {
+          for (let r = 0; r < reps; r++) {
+            const results = await Promise.all(Array.from({ length: 8 }, (_, i) => createLeased(`fast-race-${r}`, { text: 'hello' }, i % 2 === 0 ? store : other)));
+            expect(new Set(results.map((x) => x.job.id)).size).toBe(1);
+            expect(results.filter((x) => x.created)).toHaveLength(1);
+            expect(results.filter((x) => x.claimed !== undefined)).toHaveLength(1);
+            expect((await store.getJob(OWNER, results[0]!.job.id))?.attempts).toHaveLength(1);
+          }
+        } finally {
+          if (other !== store) await other.close();
+        }
+      });
+
+      it('an uneligible first provider is not leased at birth: the job is queued and the claim records the skip', async () => {
+        const noPrimary: EligibilityCheck = (provider) => (provider === 'primary' ? 'not_certified' : null);
+        const created = await createLeased('fast-skip', { text: 'hello' }, store, noPrimary);
+        expect(created.claimed).toBe(undefined);
+        expect(created.job).toMatchObject({ state: 'queued', attempts: [] });
+        const [c] = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 1, eligible: () => noPrimary });
+        expect(c?.attempt.provider).toBe('fallback');
+        expect((await store.getJob(OWNER, created.job.id))?.skipped.map((x) => x.provider)).toEqual(['primary']);
+      });
+
+      it('the only attempt wins in one statement: job, attempt, usage and events as the general settle writes them', async () => {
+        const { claimed, job } = await createLeased('fast-win');
+        const a = claimed!.attempt;
+        expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a), timeoutMs: 1000 })).toBe(true);
+        clock.advance(5);
+        const r = await win(a, { text: 'done' });
+        expect(r.won).toBe(true);
+        expect(r.failover).toBeNull();
+        const stored = await store.getJob(OWNER, job.id);
+        expect(stored).toMatchObject({ state: 'succeeded', completedBy: a.id, result: { text: 'done' }, version: 1, error: null });
+        expect(stored?.attempts).toHaveLength(1);
+        expect(stored?.attempts[0]).toMatchObject({ state: 'succeeded', leaseOwner: null, usage: { promptTokens: 3, completionTokens: 4, totalTokens: 7 }, costMicros: 12 });
+        expect(stored?.attempts[0]?.finishedAt?.getTime()).toBe(clock.now().getTime());
+        // What the settle answered is what was committed (waiters take it without a read).
+        expect(r.job).toEqual(stored);
+        const events = await store.listEvents(OWNER, job.id);
+        expect(events.map((e) => e.type)).toEqual(['attempt.started', 'attempt.running', 'attempt.succeeded', 'job.succeeded']);
+        expect(events[2]!.data).toMatchObject({ actor: `executor:${EXECUTOR}` });
+        // Settled once: the same answer again is refused, nothing changes.
+        expect(await codeOf(win(a, { text: 'again' }))).toBe('attempt_finished');
+        expect((await store.getJob(OWNER, job.id))?.result).toEqual({ text: 'done' });
+      });
+
+      it('the one statement applies only to the lease holder of the only attempt of an undecided job, once', async () => {
+        const q = store.driver.queries;
+        const { claimed, job } = await createLeased('fast-driver');
+        const a = claimed!.attempt;
+        const params = { ownerId: OWNER, jobId: job.id, attemptId: a.id, ...fenceOf(a), result: 'R', actor: 'test', now: clock.now() };
+        expect(await q.attemptSettleWon({ ...params, leaseToken: 'lease_wrong' })).toBeNull();
+        expect(await q.attemptSettleWon({ ...params, leaseOwner: 'exe_other' })).toBeNull();
+        expect(await q.attemptSettleWon({ ...params, now: new Date(clock.now().getTime() + LEASE_MS + 1) })).toBeNull();
+        expect(await store.getJob(OWNER, job.id)).toMatchObject({ state: 'running', version: 0, attempts: [{ state: 'starting' }] });
+        const won = await q.attemptSettleWon(params);
+        expect(won?.job).toMatchObject({ state: 'succeeded', completedBy: a.id, result: 'R', version: 1 });
+        expect(won?.attempt).toMatchObject({ state: 'succeeded', leaseOwner: null, usage: null });
+        expect(await q.attemptSettleWon(params)).toBeNull();
+        // Two attempts: never the one statement (the general settle decides the siblings).
+        const two = await createLeased('fast-driver-2');
+        await store.markRunning({ ownerId: OWNER, attemptId: two.claimed!.attempt.id, ...fenceOf(two.claimed!.attempt), timeoutMs: 1000 });
+        clock.advance(100);
+        const hedge = await store.startAttempt({ ownerId: OWNER, jobId: two.job.id, kind: 'hedge', hedgeAfterMs: 100, lease });
+        expect(await q.attemptSettleWon({ ...params, jobId: two.job.id, attemptId: hedge.id, ...fenceOf(hedge), now: clock.now() })).toBeNull();
+        expect(await q.attemptSettleWon({ ...params, jobId: two.job.id, attemptId: two.claimed!.attempt.id, ...fenceOf(two.claimed!.attempt), now: clock.now() })).toBeNull();
+        expect((await store.getJob(OWNER, two.job.id))?.state).toBe('running');
+      });
+
+      it('an expired lease is fenced out: lease_lost and nothing written', async () => {
+        const { claimed, job } = await createLeased('fast-fenced');
+        clock.advance(LEASE_MS + 1);
+        expect(await codeOf(win(claimed!.attempt, 'zombie'))).toBe('lease_lost');
+        expect(await store.getJob(OWNER, job.id)).toMatchObject({ state: 'running', completedBy: null, attempts: [{ state: 'starting' }] });
+        expect(await store.rescueExpiredLeases()).toBe(1);
+        expect(await codeOf(win(claimed!.attempt, 'zombie'))).toBe('lease_lost');
+        expect(await store.getJob(OWNER, job.id)).toMatchObject({ state: 'unknown', result: null });
+      });
+
+      it('a late answer to an unknown attempt (lease kept) still wins, through the general settle', async () => {
+        const { claimed, job } = await createLeased('fast-late');
+        const a = claimed!.attempt;
+        expect(await store.markUnknown({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a), reason: { code: 'deadline_exceeded', message: 't' } })).toBe(true);
+        const r = await win(a, 'late');
+        expect(r.won).toBe(true);
+        expect(await store.getJob(OWNER, job.id)).toMatchObject({ state: 'succeeded', completedBy: a.id, result: 'late' });
+      });
+
+      it(`a hedge beside it: the two finish at once from two stores, exactly one wins and the other is superseded (${reps} repetitions)`, async () => {
+        const other = openAnother ? await openAnother() : store;
+        try {
+          for (let r = 0; r < reps; r++) {
+            const { claimed, job } = await createLeased(`fast-hedge-${r}`);
+            const primary = claimed!.attempt;
+            await store.markRunning({ ownerId: OWNER, attemptId: primary.id, ...fenceOf(primary), timeoutMs: 1000 });
+            clock.advance(100);
+            const hedge = await store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'hedge', hedgeAfterMs: 100, lease });
+            const [p, h] = await Promise.all([win(primary, 'P', store), win(hedge, 'H', other)]);
+            expect([p.won, h.won].filter(Boolean)).toHaveLength(1);
+            const winner = p.won ? primary : hedge;
+            const stored = await store.getJob(OWNER, job.id);
+            expect(stored).toMatchObject({ state: 'succeeded', completedBy: winner.id, result: p.won ? 'P' : 'H', version: 1 });
+            expect(stored?.attempts.map((x) => x.state).sort()).toEqual(['succeeded', 'superseded']);
+          }
+        } finally {
+          if (other !== store) await other.close();
+        }
+      });
+
+      it(`a settle racing a cancel from another store: the job ends one way, and the attempt agrees (${reps} repetitions)`, async () => {
+        const other = openAnother ? await openAnother() : store;
+        try {
+          for (let r = 0; r < reps; r++) {
+            const { claimed, job } = await createLeased(`fast-cancel-${r}`);
+            const a = claimed!.attempt;
+            const [settled, cancelled] = await Promise.all([
+              win(a, 'R', store),
+              other.cancelJob(OWNER, job.id).then(() => true, (e: unknown) => (isOnejobError(e, 'job_finished') ? false : Promise.reject(e))),
+            ]);
+            const stored = (await store.getJob(OWNER, job.id))!;
+            if (cancelled) {
+              expect(settled.won).toBe(false);
+              expect(stored).toMatchObject({ state: 'cancelled', completedBy: null, attempts: [{ state: 'superseded' }] });
+            } else {
+              expect(settled.won).toBe(true);
+              expect(stored).toMatchObject({ state: 'succeeded', completedBy: a.id, result: 'R', attempts: [{ state: 'succeeded' }] });
+            }
+          }
+        } finally {
+          if (other !== store) await other.close();
+        }
+      });
+    });
+
     describe('reads', () => {
       it('lists newest first with a cursor and a state filter, and rejects a forged cursor', async () => {
         for (let i = 0; i < 5; i++) {

@@ -60,6 +60,10 @@ WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERM
     name: 'onejob_job_stream_owner',
     text: `SELECT stream_attempt_id FROM jobs WHERE owner_id = $1 AND id = $2`,
   },
+  states: {
+    name: 'onejob_job_states',
+    text: `SELECT j.id, j.state FROM jobs j JOIN unnest($1::text[], $2::text[]) AS r(owner_id, id) ON j.owner_id = r.owner_id AND j.id = r.id`,
+  },
   listQueuedForUpdate: {
     name: 'onejob_job_list_queued_for_update',
     text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`,
@@ -182,4 +186,11 @@ export const DB_NOW_SQL = { name: 'onejob_db_now', text: 'SELECT clock_timestamp
 export async function dbNow(db: Queryable): Promise<Date> {
   const res = await db.query<{ now: Date }>({ ...DB_NOW_SQL, values: [] });
   return res.rows[0]!.now;
+}
+
+/** See {@link DriverQueries.jobStates}. */
+export async function jobStates(db: Queryable, refs: readonly { readonly ownerId: string; readonly jobId: string }[]): Promise<{ id: string; state: Job['state'] }[]> {
+  if (refs.length === 0) return [];
+  const res = await db.query<{ id: string; state: Job['state'] }>({ ...JOB_SQL.states, values: [refs.map((r) => r.ownerId), refs.map((r) => r.jobId)] });
+  return res.rows;
 }

@@ -24,6 +24,7 @@ import * as attempts from './attempt-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
+import * as fast from './fast-path-queries.ts';
 import * as retention from './retention-queries.ts';
 import type { InsightQueries } from '../insight-queries.ts';
 import { insightQueriesOn } from './insight-queries.ts';
@@ -159,6 +160,9 @@ function queriesOn(db: Queryable): DriverQueries {
   return {
     dbNow: () => jobs.dbNow(db),
     jobInsert: (row) => jobs.jobInsert(db, row),
+    jobInsertLeased: (row, attempt) => fast.jobInsertLeased(db, row, attempt),
+    attemptSettleWon: (params) => fast.attemptSettleWon(db, params),
+    jobStates: (refs) => jobs.jobStates(db, refs),
     jobGetByKey: (ownerId, key) => jobs.jobGetByKey(db, ownerId, key),
     jobGet: (ownerId, id, forUpdate) => jobs.jobGet(db, ownerId, id, forUpdate),
     jobList: (params) => jobs.jobList(db, params),

@@ -4,6 +4,27 @@ export const ATTEMPT_INSERT = `
 INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at, lease_owner, lease_token, lease_expires_at)
 VALUES (@ownerId, @id, @jobId, @number, @provider, @kind, @state, @baseVersion, @startedAt, @deadlineAt, @leaseOwner, @leaseToken, @leaseExpiresAt)`;
 
+export const ATTEMPT_INSERT_RETURNING = `${ATTEMPT_INSERT}
+RETURNING *`;
+
+/**
+ * The fast path's winning settle, attempt side (see
+ * `DriverQueries.attemptSettleWon`): the fence, and the job still undecided
+ * with this attempt its only one, at the version the attempt started from.
+ */
+export const ATTEMPT_SETTLE_WON = `
+UPDATE attempts SET state = 'succeeded', finished_at = @now, lease_owner = NULL, lease_expires_at = NULL,
+  prompt_tokens = CASE WHEN @withUsage THEN @promptTokens ELSE prompt_tokens END,
+  completion_tokens = CASE WHEN @withUsage THEN @completionTokens ELSE completion_tokens END,
+  total_tokens = CASE WHEN @withUsage THEN @totalTokens ELSE total_tokens END,
+  cost_micros = CASE WHEN @withUsage THEN @costMicros ELSE cost_micros END
+WHERE owner_id = @ownerId AND id = @attemptId AND job_id = @jobId AND state IN ('starting', 'running')
+  AND lease_owner = @leaseOwner AND lease_token = @leaseToken AND lease_expires_at > @now
+  AND EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = @ownerId AND j.id = @jobId AND j.completed_by IS NULL
+    AND j.state NOT IN ('succeeded', 'failed', 'cancelled') AND j.attempt_count = 1 AND j.version = attempts.base_version
+    AND (j.stream_attempt_id IS NULL OR j.stream_attempt_id = @attemptId))
+RETURNING *`;
+
 export const ATTEMPT_LIST_BY_JOB = `SELECT * FROM attempts WHERE owner_id = ? AND job_id = ? ORDER BY number`;
 
 export const ATTEMPT_LIST_BY_JOBS = `

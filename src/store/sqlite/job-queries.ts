@@ -2,9 +2,25 @@
 
 export const JOB_INSERT = `
 INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, state, version, attempt_count, skipped, created_at, updated_at, trace_context)
-VALUES (@ownerId, @id, @idempotencyKey, @fingerprint, @route, @input, @metadata, @providers, 'queued', 0, 0, '[]', @createdAt, @createdAt, @traceContext)
+VALUES (@ownerId, @id, @idempotencyKey, @fingerprint, @route, @input, @metadata, @providers, @state, 0, @attemptCount, '[]', @createdAt, @createdAt, @traceContext)
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING *`;
+
+/**
+ * The fast path's compare-and-swap (see `DriverQueries.attemptSettleWon`): run
+ * only after `ATTEMPT_SETTLE_WON` applied in the same transaction, which
+ * checked the job (undecided, one attempt, version) under the write lock.
+ */
+export const JOB_SETTLE_WON = `
+UPDATE jobs SET state = 'succeeded', completed_by = @attemptId, result = @result, error = NULL,
+  version = version + 1, updated_at = @now, finished_at = @now
+WHERE owner_id = @ownerId AND id = @jobId AND completed_by IS NULL AND state NOT IN ('succeeded', 'failed', 'cancelled')
+RETURNING *`;
+
+/** @refs: a JSON array of [owner_id, id] pairs. */
+export const JOB_STATES = `
+SELECT j.id, j.state FROM jobs j JOIN json_each(@refs) r
+  ON j.owner_id = json_extract(r.value, '$[0]') AND j.id = json_extract(r.value, '$[1]')`;
 
 export const JOB_GET_BY_KEY = `SELECT * FROM jobs WHERE owner_id = ? AND idempotency_key = ?`;
 

@@ -33,7 +33,7 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobEventType } from '../../co
 import type {
   JobStreamClaimParams,
   AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, Driver, DriverQueries, EventInsertRow,
-  JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, LeaseExtendParams, MigrationResult,
+  FirstAttemptRow, JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, LeaseExtendParams, MigrationResult, SettleWonParams,
 } from '../driver.ts';
 import { loadMigrations } from '../migration-files.ts';
 import { isTransientDatabaseError } from '../transient-errors.ts';
@@ -76,15 +76,27 @@ type Request = { id?: number } & (
   /** `tx`: 0 autocommit, 1 inside the open transaction, 2 `BEGIN IMMEDIATE` first. */
   | { t: 'q'; tx: 0 | 1 | 2; k: Kind; s: string; p: unknown[] }
   /** Group commit of `INSERT … RETURNING` rows: one entry per row in the reply. */
-  | { t: 'ib'; s: string; rows: unknown[][] }
+  /** Group commit of scripts: one entry per script in the reply (see sqlite-worker.mjs). */
+  | { t: 'sb'; scripts: ScriptStep[][] }
   | { t: 'migrate'; migrations: { version: number; name: string; sql: string }[]; now: number }
   | { t: 'commit' | 'rollback' | 'versions' | 'close' }
 );
 interface ErrInfo { name: string; message: string; code?: string | undefined }
 interface Reply { id: number; v?: unknown; e?: ErrInfo }
-type BatchEntry = { v: Row | null; e?: undefined } | { e: ErrInfo };
+type BatchEntry = { v: unknown[]; e?: undefined } | { e: ErrInfo };
 
-/** Group-commit batches of autocommit `jobInsert`s on their way at once (more: smaller batches, more syncs). */
+/**
+ * One statement of a script: run only when step `if` applied (returned a
+ * row, changed rows); its result is null otherwise.
+ */
+interface ScriptStep {
+  readonly k: Kind;
+  readonly s: string;
+  readonly p: unknown[];
+  readonly if?: number | undefined;
+}
+
+/** Group-commit batches of autocommit scripts on their way at once (more: smaller batches, more syncs). */
 const INSERT_PIPELINES = 1;
 
 const WORKER_URL = new URL('./sqlite-worker.mjs', import.meta.url);
@@ -152,7 +164,8 @@ class SqliteDriver implements Driver {
     worker.on('exit', (code) => this.#fail(`the SQLite worker exited (code ${code})`, undefined));
     worker.unref(); // referenced only while a reply is awaited, like a socket with a request on it
     const auto = this.#makeQueries((k, s, p) => this.#whileBusy(() => this.#auto({ t: 'q', tx: 0, k, s, p })));
-    this.queries = { ...auto, jobInsert: (row) => this.#whileBusy(() => this.#insertGrouped(row)) };
+    // The autocommit writes that stand alone go through the group commit.
+    this.queries = { ...auto, ...scriptedWrites(this.#grouped) };
     const exec = (k: Kind) => (sql: string, ...args: unknown[]) => this.#auto<never>({ t: 'q', tx: 0, k, s: sql, p: args });
     this.insights = sqliteInsightQueries({ all: exec('all'), get: exec('get') }, { job: toJob, event: toEvent });
   }
@@ -330,43 +343,44 @@ class SqliteDriver implements Driver {
   }
 
   /**
-   * Group commit of autocommit `jobInsert`s: calls that arrive while a batch
-   * is on its way (or while a transaction holds the gate) wait together and
-   * go as ONE message, written by the worker in one `BEGIN IMMEDIATE … COMMIT`
-   * (one WAL sync for all of them, `synchronous = FULL` kept). Each row is its
-   * own statement, so a failing row (a CHECK, say) fails only its caller;
-   * every caller is answered after the COMMIT.
+   * Group commit of autocommit scripts (a job insert, the fast path's create
+   * and settle): calls that arrive while a batch is on its way (or while a
+   * transaction holds the gate) wait together and go as ONE message, written
+   * by the worker in one `BEGIN IMMEDIATE … COMMIT` (one WAL sync for all of
+   * them, `synchronous = FULL` kept). Each script runs in its own savepoint,
+   * so a failing one (a CHECK, say) fails only its caller; every caller is
+   * answered after the COMMIT.
    */
-  readonly #insertGrouped = (row: JobInsertRow): Promise<Job | null> =>
-    new Promise((resolve, reject) => {
-      if (this.#insertQueue.length >= this.#maxQueued) {
-        reject(new OnejobError('unavailable', `${this.#insertQueue.length} job inserts are already waiting for the SQLite database ${this.#path}`));
+  readonly #grouped = (steps: ScriptStep[]): Promise<unknown[]> =>
+    this.#whileBusy(() => new Promise((resolve, reject) => {
+      if (this.#scriptQueue.length >= this.#maxQueued) {
+        reject(new OnejobError('unavailable', `${this.#scriptQueue.length} writes are already waiting for the SQLite database ${this.#path}`));
         return;
       }
-      this.#insertQueue.push({ args: [jobInsertParams(row)], resolve, reject });
-      this.#pumpInserts();
-    });
+      this.#scriptQueue.push({ steps, resolve, reject });
+      this.#pumpScripts();
+    }));
 
-  #insertQueue: { readonly args: unknown[]; readonly resolve: (j: Job | null) => void; readonly reject: (e: unknown) => void }[] = [];
-  #insertBatchesOut = 0;
-  #insertBatchWaiting = false;
+  #scriptQueue: { readonly steps: ScriptStep[]; readonly resolve: (results: unknown[]) => void; readonly reject: (e: unknown) => void }[] = [];
+  #scriptBatchesOut = 0;
+  #scriptBatchWaiting = false;
 
-  #pumpInserts(): void {
-    if (this.#insertBatchWaiting || this.#insertBatchesOut >= INSERT_PIPELINES || this.#insertQueue.length === 0) return;
-    this.#insertBatchWaiting = true;
-    this.#insertBatchesOut++;
+  #pumpScripts(): void {
+    if (this.#scriptBatchWaiting || this.#scriptBatchesOut >= INSERT_PIPELINES || this.#scriptQueue.length === 0) return;
+    this.#scriptBatchWaiting = true;
+    this.#scriptBatchesOut++;
     this.#whenFree(() => {
-      this.#insertBatchWaiting = false;
-      const batch = this.#insertQueue;
-      this.#insertQueue = [];
-      this.#send<BatchEntry[]>({ t: 'ib', s: J.JOB_INSERT, rows: batch.map((p) => p.args) })
+      this.#scriptBatchWaiting = false;
+      const batch = this.#scriptQueue;
+      this.#scriptQueue = [];
+      this.#send<BatchEntry[]>({ t: 'sb', scripts: batch.map((p) => p.steps) })
         .then(
           (entries) => {
             batch.forEach((p, i) => {
               const r = entries[i];
-              if (!r) p.reject(new Error('the SQLite worker answered fewer rows than sent'));
+              if (!r) p.reject(new Error('the SQLite worker answered fewer scripts than sent'));
               else if (r.e) p.reject(toError(r.e));
-              else p.resolve(r.v ? toJob(r.v) : null);
+              else p.resolve(r.v);
             });
           },
           (e: unknown) => {
@@ -374,8 +388,8 @@ class SqliteDriver implements Driver {
           },
         )
         .finally(() => {
-          this.#insertBatchesOut--;
-          this.#pumpInserts();
+          this.#scriptBatchesOut--;
+          this.#pumpScripts();
         });
       return false;
     });
@@ -385,12 +399,20 @@ class SqliteDriver implements Driver {
 
   /** The named queries over `exec` (autocommit, or one transaction's). */
   #makeQueries(exec: (k: Kind, sql: string, args: unknown[]) => Promise<unknown>): DriverQueries {
+    // Inside a transaction a script's steps are plain statements, one after another.
+    const script = async (steps: ScriptStep[]): Promise<unknown[]> => {
+      const results: unknown[] = [];
+      for (const step of steps) results.push(step.if !== undefined && !stepApplied(results[step.if]) ? null : ((await exec(step.k, step.s, step.p)) ?? null));
+      return results;
+    };
     const get = (sql: string, ...args: unknown[]) => exec('get', sql, args) as Promise<Row | undefined>;
     const all = (sql: string, ...args: unknown[]) => exec('all', sql, args) as Promise<Row[]>;
     const run = (sql: string, ...args: unknown[]) => exec('run', sql, args) as Promise<number>;
     return {
       dbNow: async () => new Date(Number((await get(J.DB_NOW))!.now)),
-      jobInsert: async (r: JobInsertRow) => mapOne(await get(J.JOB_INSERT, jobInsertParams(r)), toJob),
+      ...scriptedWrites(script),
+      jobStates: async (refs) =>
+        refs.length === 0 ? [] : (await all(J.JOB_STATES, { refs: json(refs.map((r) => [r.ownerId, r.jobId])) })).map((r) => ({ id: String(r.id), state: r.state as JobState })),
       jobGetByKey: async (ownerId, key) => mapOne(await get(J.JOB_GET_BY_KEY, ownerId, key), toJob),
       jobGet: async (ownerId, id) => mapOne(await get(J.JOB_GET, ownerId, id), toJob),
       jobList: async (p: JobListParams) =>
@@ -466,11 +488,69 @@ class SqliteDriver implements Driver {
   }
 }
 
-function jobInsertParams(r: JobInsertRow): Record<string, unknown> {
+/** Whether a script step applied (the worker's `applied`, on this side). */
+function stepApplied(result: unknown): boolean {
+  if (result === null || result === undefined) return false;
+  if (typeof result === 'number') return result > 0;
+  if (Array.isArray(result)) return result.length > 0;
+  return true;
+}
+
+/**
+ * The writes that are scripts: the job insert, and the fast path's create
+ * with its first attempt and winning settle (see `DriverQueries`), over
+ * `script` (the group commit, or a transaction's statements).
+ */
+function scriptedWrites(script: (steps: ScriptStep[]) => Promise<unknown[]>): Pick<DriverQueries, 'jobInsert' | 'jobInsertLeased' | 'attemptSettleWon'> {
+  return {
+    jobInsert: async (r: JobInsertRow) => {
+      const [job] = await script([{ k: 'get', s: J.JOB_INSERT, p: [jobInsertParams(r, 'queued')] }]);
+      return job ? toJob(job as Row) : null;
+    },
+    jobInsertLeased: async (r: JobInsertRow, a: FirstAttemptRow) => {
+      const now = (a.now ?? new Date()).getTime();
+      const [job, attempt] = await script([
+        { k: 'get', s: J.JOB_INSERT, p: [jobInsertParams(r, 'running')] },
+        {
+          k: 'get', s: A.ATTEMPT_INSERT_RETURNING, if: 0,
+          p: [{
+            ownerId: r.ownerId, id: a.id, jobId: r.id, number: 1, provider: a.provider, kind: 'first', state: 'starting', baseVersion: 0,
+            startedAt: now, deadlineAt: null, leaseOwner: a.leaseOwner, leaseToken: a.leaseToken, leaseExpiresAt: now + a.leaseMs,
+          }],
+        },
+        {
+          k: 'run', s: E.EVENT_INSERT, if: 1,
+          p: [{ ownerId: r.ownerId, jobId: r.id, attemptId: a.id, type: 'attempt.started', data: json({ number: 1, provider: a.provider, kind: 'first', lease_owner: a.leaseOwner }), at: now }],
+        },
+      ]);
+      return job && attempt ? { job: toJob(job as Row), attempt: toAttempt(attempt as Row) } : null;
+    },
+    attemptSettleWon: async (p: SettleWonParams) => {
+      const now = (p.now ?? new Date()).getTime();
+      const withUsage = p.usage !== undefined;
+      const event = (type: string) => [{ ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, type, data: json({ actor: p.actor }), at: now }];
+      const [attempt, job] = await script([
+        {
+          k: 'get', s: A.ATTEMPT_SETTLE_WON,
+          p: [{
+            ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now,
+            withUsage: withUsage ? 1 : 0, promptTokens: p.usage?.promptTokens ?? null, completionTokens: p.usage?.completionTokens ?? null,
+            totalTokens: p.usage?.totalTokens ?? null, costMicros: withUsage ? (p.costMicros ?? null) : null,
+          }],
+        },
+        { k: 'get', s: J.JOB_SETTLE_WON, if: 0, p: [{ ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, result: json(p.result), now }] },
+        { k: 'each', s: E.EVENT_INSERT, if: 1, p: [event('attempt.succeeded'), event('job.succeeded')] },
+      ]);
+      return job && attempt ? { job: toJob(job as Row), attempt: toAttempt(attempt as Row) } : null;
+    },
+  };
+}
+
+function jobInsertParams(r: JobInsertRow, state: 'queued' | 'running'): Record<string, unknown> {
   return {
     ownerId: r.ownerId, id: r.id, idempotencyKey: r.idempotencyKey, fingerprint: r.fingerprint, route: r.route,
     input: json(r.input), metadata: r.metadata === null ? null : json(r.metadata), providers: json(r.providers), createdAt: r.createdAt.getTime(),
-    traceContext: r.traceContext ?? null,
+    traceContext: r.traceContext ?? null, state, attemptCount: state === 'running' ? 1 : 0,
   };
 }
 

@@ -77,27 +77,46 @@ function rollbackIfOpen() {
   if (db.inTransaction) db.exec('ROLLBACK');
 }
 
+/** Whether a step's result says it applied: a row returned, rows changed, a non-empty list. */
+function applied(result) {
+  if (result === null || result === undefined) return false;
+  if (typeof result === 'number') return result > 0;
+  if (Array.isArray(result)) return result.length > 0;
+  return true;
+}
+
 /**
- * Group commit: several `INSERT … RETURNING` rows in ONE `BEGIN IMMEDIATE …
- * COMMIT` (one WAL sync for all). Each row is its own statement, so a failing
- * row fails only its own entry; a failing BEGIN or COMMIT fails them all.
+ * One script: its steps in order; a step with `if: i` runs only when step
+ * `i` applied (else its result is null). The conditions are plain data, so
+ * a script stays what the driver wrote; the worker decides nothing.
  */
-function insertBatch(sql, rows) {
-  const s = stmt(sql);
-  if (rows.length === 1) {
-    try {
-      return [{ v: s.get(...rows[0]) ?? null }];
-    } catch (e) {
-      return [{ e: errInfo(e) }];
-    }
+function runSteps(steps) {
+  const results = [];
+  for (const step of steps) {
+    if (step.if !== undefined && !applied(results[step.if])) results.push(null);
+    else results.push(query(step.k, step.s, step.p) ?? null);
   }
+  return results;
+}
+
+/**
+ * Group commit: several scripts in ONE `BEGIN IMMEDIATE … COMMIT` (one WAL
+ * sync for all). Each script runs in its own savepoint, so a failing script
+ * (a CHECK, say) is undone alone and fails only its own entry; a failing
+ * BEGIN or COMMIT fails them all.
+ */
+function scriptBatch(scripts) {
   const out = [];
   db.exec('BEGIN IMMEDIATE');
   try {
-    for (const args of rows) {
+    for (const steps of scripts) {
+      db.exec('SAVEPOINT onejob_script');
       try {
-        out.push({ v: s.get(...args) ?? null });
+        out.push({ v: runSteps(steps) });
+        db.exec('RELEASE onejob_script');
       } catch (e) {
+        db.exec('ROLLBACK TO onejob_script');
+        db.exec('RELEASE onejob_script');
         out.push({ e: errInfo(e) });
       }
     }
@@ -147,8 +166,8 @@ function handle(m) {
       if (m.tx === 2) db.exec('BEGIN IMMEDIATE');
       else if (m.tx === 1 && !db.inTransaction) throw new Error('the transaction is no longer open');
       return query(m.k, m.s, m.p);
-    case 'ib':
-      return insertBatch(m.s, m.rows);
+    case 'sb':
+      return scriptBatch(m.scripts);
     case 'commit':
       try {
         db.exec('COMMIT');

@@ -1,0 +1,138 @@
+/**
+ * The fast path's two statements (PostgreSQL), each one round trip and one
+ * commit (docs/performance.md, "the fast path"):
+ *
+ * - {@link jobInsertLeased}: the job, its first attempt leased to the
+ *   creating process and the attempt's event, in one `INSERT … ON CONFLICT
+ *   DO NOTHING` with data-modifying CTEs: a replay inserts nothing at all.
+ * - {@link attemptSettleWon}: the winning settle of a job's only attempt.
+ *   It takes the row locks in the order every store transaction does (the
+ *   job, then the attempt: no deadlock against them), checks the fence and
+ *   the compare-and-swap on the latest row versions (`FOR UPDATE` re-checks
+ *   a row changed since the statement's snapshot), and only then writes;
+ *   anything unexpected writes nothing and answers no row, and the store
+ *   falls back to its general transaction.
+ */
+import type { Attempt, Job } from '../../core/types.ts';
+import type { FirstAttemptRow, JobInsertRow, SettleWonParams } from '../driver.ts';
+import { ATTEMPT_COLUMNS, JOB_COLUMNS, attemptFromRow, jobFromRow, jsonParam, jsonValueParam, type AttemptRow, type JobRow } from './row-mappers.ts';
+import type { Queryable } from './queryable.ts';
+
+const TERMINAL = `('succeeded', 'failed', 'cancelled')`;
+
+/** `<alias>.<column> AS <prefix><column>` for every column of a list. */
+function prefixed(columns: string, alias: string, prefix: string): string {
+  return columns.split(', ').map((c) => `${alias}.${c} AS ${prefix}${c}`).join(', ');
+}
+
+const RETURNED = `${prefixed(JOB_COLUMNS, 'j', 'j_')}, ${prefixed(ATTEMPT_COLUMNS, 'a', 'a_')}`;
+
+/** The statements of this file, by name. */
+export const FAST_PATH_SQL = {
+  insertLeased: {
+    name: 'onejob_job_insert_leased',
+    text: `WITH t AS (SELECT COALESCE($15::timestamptz, clock_timestamp()) AS now),
+j AS (
+  INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
+                    state, version, attempt_count, skipped, created_at, updated_at, trace_context)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', 0, 1, '[]', $9, $9, $10)
+  ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+  RETURNING ${JOB_COLUMNS}
+),
+a AS (
+  INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at,
+                        lease_owner, lease_token, lease_expires_at)
+  SELECT j.owner_id, $11, j.id, 1, $12, 'first', 'starting', 0, t.now, NULL, $13, $14, t.now + $16 * interval '1 millisecond'
+  FROM j, t
+  RETURNING ${ATTEMPT_COLUMNS}
+),
+e AS (
+  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
+  SELECT a.owner_id, a.job_id, a.id, 'attempt.started',
+         json_build_object('number', 1, 'provider', a.provider, 'kind', 'first', 'lease_owner', a.lease_owner), a.started_at
+  FROM a
+)
+SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
+  },
+  settleWon: {
+    name: 'onejob_attempt_settle_won',
+    text: `WITH t AS (SELECT COALESCE($12::timestamptz, clock_timestamp()) AS now),
+j0 AS (
+  SELECT jobs.id, jobs.version FROM jobs
+  WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERMINAL} AND attempt_count = 1
+    AND (stream_attempt_id IS NULL OR stream_attempt_id = $3)
+  FOR UPDATE
+),
+a0 AS (
+  SELECT attempts.id FROM attempts, t, j0
+  WHERE attempts.owner_id = $1 AND attempts.id = $3 AND attempts.job_id = j0.id AND attempts.base_version = j0.version
+    AND attempts.state IN ('starting', 'running')
+    AND attempts.lease_owner = $4 AND attempts.lease_token = $5 AND attempts.lease_expires_at > t.now
+  FOR UPDATE OF attempts
+),
+j AS (
+  UPDATE jobs SET state = 'succeeded', completed_by = $3, result = $6, error = NULL,
+                  version = jobs.version + 1, updated_at = t.now, finished_at = t.now
+  FROM t, a0
+  WHERE jobs.owner_id = $1 AND jobs.id = $2
+  RETURNING ${JOB_COLUMNS.split(', ').map((c) => `jobs.${c}`).join(', ')}
+),
+a AS (
+  UPDATE attempts SET state = 'succeeded', finished_at = t.now, lease_owner = NULL, lease_expires_at = NULL,
+    prompt_tokens = CASE WHEN $7 THEN $8::bigint ELSE attempts.prompt_tokens END,
+    completion_tokens = CASE WHEN $7 THEN $9::bigint ELSE attempts.completion_tokens END,
+    total_tokens = CASE WHEN $7 THEN $10::bigint ELSE attempts.total_tokens END,
+    cost_micros = CASE WHEN $7 THEN $11::bigint ELSE attempts.cost_micros END
+  FROM t, j
+  WHERE attempts.owner_id = $1 AND attempts.id = $3
+  RETURNING ${ATTEMPT_COLUMNS.split(', ').map((c) => `attempts.${c}`).join(', ')}
+),
+e AS (
+  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
+  SELECT a.owner_id, a.job_id, a.id, v.type, json_build_object('actor', $13::text), a.finished_at
+  FROM a, (VALUES (1, 'attempt.succeeded'), (2, 'job.succeeded')) AS v(ord, type)
+  ORDER BY v.ord
+)
+SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
+  },
+} as const;
+
+/** Splits a row of {@link RETURNED} into its job and its attempt. */
+function split(r: Record<string, unknown>): { job: Job; attempt: Attempt } {
+  const job: Record<string, unknown> = {};
+  const attempt: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(r)) {
+    if (k.startsWith('j_')) job[k.slice(2)] = v;
+    else if (k.startsWith('a_')) attempt[k.slice(2)] = v;
+  }
+  return { job: jobFromRow(job as unknown as JobRow), attempt: attemptFromRow(attempt as unknown as AttemptRow) };
+}
+
+/** See {@link DriverQueries.jobInsertLeased}. */
+export async function jobInsertLeased(db: Queryable, row: JobInsertRow, a: FirstAttemptRow): Promise<{ job: Job; attempt: Attempt } | null> {
+  const res = await db.query<Record<string, unknown>>({
+    ...FAST_PATH_SQL.insertLeased,
+    values: [
+      row.ownerId, row.id, row.idempotencyKey, row.fingerprint, row.route, jsonValueParam(row.input), jsonParam(row.metadata),
+      JSON.stringify(row.providers), row.createdAt, row.traceContext ?? null,
+      a.id, a.provider, a.leaseOwner, a.leaseToken, a.now, a.leaseMs,
+    ],
+  });
+  const r = res.rows[0];
+  return r ? split(r) : null;
+}
+
+/** See {@link DriverQueries.attemptSettleWon}. */
+export async function attemptSettleWon(db: Queryable, p: SettleWonParams): Promise<{ job: Job; attempt: Attempt } | null> {
+  const withUsage = p.usage !== undefined;
+  const res = await db.query<Record<string, unknown>>({
+    ...FAST_PATH_SQL.settleWon,
+    values: [
+      p.ownerId, p.jobId, p.attemptId, p.leaseOwner, p.leaseToken, jsonParam(p.result),
+      withUsage, p.usage?.promptTokens ?? null, p.usage?.completionTokens ?? null, p.usage?.totalTokens ?? null,
+      withUsage ? (p.costMicros ?? null) : null, p.now, p.actor,
+    ],
+  });
+  const r = res.rows[0];
+  return r ? split(r) : null;
+}
