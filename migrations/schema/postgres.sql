@@ -1,3 +1,12 @@
+CREATE FUNCTION public.onejob_job_notify() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  PERFORM pg_notify('onejob_job', json_build_array(NEW.owner_id, NEW.id, NEW.state)::text);
+  RETURN NULL;
+END
+$$;
+
 CREATE TABLE public.attempts (
     owner_id text NOT NULL,
     id text NOT NULL,
@@ -146,6 +155,8 @@ CREATE INDEX jobs_finished_idx ON public.jobs USING btree (finished_at) WHERE (f
 CREATE INDEX jobs_owner_created_idx ON public.jobs USING btree (owner_id, created_at DESC, id DESC);
 
 CREATE INDEX jobs_queued_idx ON public.jobs USING btree (created_at) WHERE (state = 'queued'::text);
+
+CREATE TRIGGER jobs_state_notify AFTER UPDATE OF state ON public.jobs FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION public.onejob_job_notify();
 
 ALTER TABLE ONLY public.attempts
     ADD CONSTRAINT attempts_job_fk FOREIGN KEY (owner_id, job_id) REFERENCES public.jobs(owner_id, id);

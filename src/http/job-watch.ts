@@ -147,11 +147,12 @@ export class JobWatch {
 
   #start(): void {
     if (this.#offChanges) return;
-    this.#offChanges = this.#store.onJobChanged((ownerId, jobId, _state, job) => {
+    this.#offChanges = this.#store.onJobChanged((ownerId, jobId, state, job) => {
       const entry = this.#entries.get(keyOf(ownerId, jobId));
       if (!entry) return;
       if (job) this.#deliver(entry, job);
-      else void entry.read();
+      // A state its watchers already have (an attempt-level change, or the echo of a change made here) asks nothing of them.
+      else if (state === undefined || state !== entry.state) void entry.read();
     });
     this.#sweepTimer = setInterval(() => void this.#sweep(), this.#recheckMs);
     this.#sweepTimer.unref();

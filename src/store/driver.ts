@@ -414,6 +414,15 @@ export interface Driver {
   notifyWork(): Promise<void>;
   /** Calls `listener` when another process notified work; returns an unsubscribe function. */
   onWork(listener: () => void): Promise<() => Promise<void>>;
+  /**
+   * Calls `listener` on every committed change of a job's state made by
+   * another process (PostgreSQL: the `onejob_job` notifications of migration
+   * 0008; those sent by this driver's own connections are left out, the
+   * store announces its own changes itself, with the job).
+   * Null where the engine has no cross-process signal (SQLite): waiters then
+   * rely on their periodic re-check.
+   */
+  onJobNotification(listener: (ownerId: string, jobId: string, state: JobState) => void): Promise<(() => Promise<void>) | null>;
   /** Closes every connection. */
   close(): Promise<void>;
 }

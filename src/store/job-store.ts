@@ -82,6 +82,9 @@ export class JobStore implements Store {
   readonly #changes = new EventEmitter().setMaxListeners(0);
   #notifyInFlight = false;
   #notifyPending = false;
+  /** The subscription to other processes' job changes (see {@link #listenToOtherProcesses}). */
+  #jobNotifications: Promise<(() => Promise<void>) | null> | null = null;
+  #closing = false;
 
   /** The read model: search, usage totals, the owner's event tail (see `store/insights.ts`). */
   readonly insights: Insights;
@@ -569,11 +572,31 @@ export class JobStore implements Store {
 
   onJobChanged(listener: JobChangeListener): () => void {
     this.#changes.on('job', listener);
+    this.#listenToOtherProcesses();
     return () => this.#changes.off('job', listener);
   }
 
-  close(): Promise<void> {
+  /**
+   * Once per store: other processes' job changes (PostgreSQL notifications)
+   * reach the same listeners, with the state and without the job (a waiter
+   * reads it, once per job). A failed subscription is tried again by the next
+   * `onJobChanged`; meanwhile waiters' periodic re-check covers the gap.
+   */
+  #listenToOtherProcesses(): void {
+    if (this.#jobNotifications !== null || this.#closing) return;
+    this.#jobNotifications = this.#driver
+      .onJobNotification((ownerId, jobId, state) => this.#changed(ownerId, jobId, state))
+      .catch(() => {
+        this.#jobNotifications = null;
+        return null;
+      });
+  }
+
+  async close(): Promise<void> {
+    this.#closing = true;
     this.#changes.removeAllListeners();
+    const off = await this.#jobNotifications;
+    await off?.().catch(() => undefined);
     return this.#driver.close();
   }
 

@@ -9,13 +9,15 @@
  *   deadlock or serialization failure re-runs the whole function.
  * - Migrations run in one transaction under an advisory lock, each inserting
  *   its `onejob_migrations` row first (graphile-worker style).
- * - Wake-ups use `LISTEN/NOTIFY onejob_work` on one dedicated connection.
+ * - Wake-ups use `LISTEN/NOTIFY` on one dedicated connection: `onejob_work`
+ *   (new work) and `onejob_job` (a job's state changed, migration 0008).
  * - Connection failures become `OnejobError('database_unavailable')`;
  *   every other database error (constraints included) propagates as is.
  */
 import pg from 'pg';
 import type { CustomTypesConfig, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import { OnejobError } from '../../core/errors.ts';
+import type { JobState } from '../../core/states.ts';
 import type { Driver, DriverCapabilities, DriverQueries, MigrationResult } from '../driver.ts';
 import { loadMigrations, MIGRATIONS_DIR } from '../migration-files.ts';
 import * as admin from './admin-queries.ts';
@@ -90,6 +92,9 @@ export interface PostgresDriverOptions {
 
 /** The channel of work wake-ups. */
 export const WORK_CHANNEL = 'onejob_work';
+
+/** The channel of job state changes: `["<owner>", "<job id>", "<state>"]`, sent by the trigger of migration 0008. */
+export const JOB_CHANNEL = 'onejob_job';
 
 /** The advisory lock key held while migrating: the ASCII bytes of "onejob". */
 export const MIGRATION_LOCK_KEY = 0x6f6e656a6f62;
@@ -208,8 +213,10 @@ export class PostgresDriver implements Driver {
   readonly #target: string;
   readonly #maxTxAttempts: number;
   readonly #migrationsDir: string;
-  readonly #listener: WorkListener;
+  readonly #listener: NotificationListener;
   readonly #maxWaiting: number;
+  /** Backend process ids of this pool's connections (see {@link onJobNotification}). */
+  readonly #ownBackends = new Set<number>();
   #closed: Promise<void> | null = null;
 
   constructor(options: PostgresDriverOptions) {
@@ -236,9 +243,18 @@ export class PostgresDriver implements Driver {
     this.#pool = new pg.Pool({ ...clientConfig, max: options.max ?? 10 });
     // An idle client's error would otherwise crash the process; the pool drops that client.
     this.#pool.on('error', (e) => onBackgroundError(e));
+    // The server processes behind this pool: their own job notifications are not news to this process.
+    this.#pool.on('connect', (client) => {
+      const pid = (client as { processID?: number }).processID;
+      if (pid !== undefined) this.#ownBackends.add(pid);
+    });
+    this.#pool.on('remove', (client) => {
+      const pid = (client as { processID?: number }).processID;
+      if (pid !== undefined) this.#ownBackends.delete(pid);
+    });
     // The LISTEN connection idles by design: no query timeout on it.
     const { query_timeout: _q, idle_in_transaction_session_timeout: _i, ...listenConfig } = clientConfig;
-    this.#listener = new WorkListener(listenConfig, (e) => this.#unavailable(e), onBackgroundError);
+    this.#listener = new NotificationListener(listenConfig, (e) => this.#unavailable(e), onBackgroundError);
     const autocommit = this.#mapped(this.#pool);
     this.insights = insightQueriesOn(autocommit);
     const pipelines = Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10);
@@ -456,7 +472,26 @@ export class PostgresDriver implements Driver {
    */
   onWork(listener: () => void): Promise<() => Promise<void>> {
     if (this.#closed) return Promise.reject(new OnejobError('database_unavailable', 'the PostgreSQL driver is closed'));
-    return this.#listener.subscribe(listener);
+    // After a reconnect (payload undefined) work may have been missed: look anyway.
+    return this.#listener.subscribe(WORK_CHANNEL, () => listener());
+  }
+
+  /**
+   * Calls `listener` on every `onejob_job` notification (a job's state
+   * changed, committed) sent by another process: one from this pool's own
+   * backends is dropped (its store already announced the change, with the
+   * job). Shares the LISTEN connection of
+   * {@link onWork}. Notifications missed while it reconnects are not
+   * replayed: waiters' periodic re-check covers them.
+   */
+  async onJobNotification(listener: (ownerId: string, jobId: string, state: JobState) => void): Promise<() => Promise<void>> {
+    if (this.#closed) throw new OnejobError('database_unavailable', 'the PostgreSQL driver is closed');
+    return this.#listener.subscribe(JOB_CHANNEL, (payload, backend) => {
+      // A change made through this driver's own connections: its store already told its listeners, with the job.
+      if (payload === undefined || (backend !== undefined && this.#ownBackends.has(backend))) return;
+      const parsed = parseJobPayload(payload);
+      if (parsed) listener(parsed[0], parsed[1], parsed[2]);
+    });
   }
 
   /** Closes the LISTEN connection and the pool. Idempotent. */
@@ -469,15 +504,38 @@ export class PostgresDriver implements Driver {
   }
 }
 
+/** `["owner", "job id", "state"]` of a job notification, or null when it is not one. */
+function parseJobPayload(payload: string): [string, string, JobState] | null {
+  try {
+    const v: unknown = JSON.parse(payload);
+    if (Array.isArray(v) && v.length === 3 && v.every((x) => typeof x === 'string')) return v as [string, string, JobState];
+  } catch {
+    // not ours
+  }
+  return null;
+}
+
+/** A subscriber of {@link NotificationListener}: its channel, and what it is called with (undefined: after a reconnect). */
+interface Subscriber {
+  readonly channel: string;
+  /** `backend`: the process id of the server backend that sent the notification. */
+  readonly listener: (payload: string | undefined, backend: number | undefined) => void;
+}
+
 /**
- * The one LISTEN connection of a driver: shared by every `onWork`
- * subscription, reconnecting with backoff (100 ms doubling to 5 s) when lost.
+ * The one LISTEN connection of a driver: shared by every subscription, on
+ * each channel subscribed (LISTEN once per channel), reconnecting with
+ * backoff (100 ms doubling to 5 s) when lost; after a reconnect every
+ * subscriber is called once without a payload (notifications may have been
+ * missed meanwhile).
  */
-class WorkListener {
+class NotificationListener {
   readonly #config: pg.ClientConfig;
   readonly #unavailable: (cause: unknown) => Error;
   readonly #onBackgroundError: (e: Error) => void;
-  readonly #subscribers = new Set<{ readonly listener: () => void }>();
+  readonly #subscribers = new Set<Subscriber>();
+  /** Channels LISTENed on the current connection. */
+  #listening = new Set<string>();
   #client: pg.Client | null = null;
   #ready: Promise<void> | null = null;
   #retryTimer: NodeJS.Timeout | null = null;
@@ -489,14 +547,19 @@ class WorkListener {
     this.#onBackgroundError = onBackgroundError;
   }
 
-  async subscribe(listener: () => void): Promise<() => Promise<void>> {
-    const entry = { listener };
+  async subscribe(channel: string, listener: Subscriber['listener']): Promise<() => Promise<void>> {
+    const entry: Subscriber = { channel, listener };
     this.#subscribers.add(entry);
     try {
-      await (this.#ready ??= this.#open());
+      try {
+        await (this.#ready ??= this.#open());
+      } catch (e) {
+        this.#ready = null; // the next subscription tries to connect again
+        throw e;
+      }
+      await this.#listen(channel);
     } catch (e) {
       this.#subscribers.delete(entry);
-      this.#ready = null;
       throw e;
     }
     let unsubscribed = false;
@@ -515,21 +578,37 @@ class WorkListener {
     this.#retryTimer = null;
     const client = this.#client;
     this.#client = null;
+    this.#listening = new Set();
     if (client) await client.end().catch(() => {});
   }
 
-  /** Connects and LISTENs; throws `database_unavailable` on failure. */
+  /** LISTENs on `channel` on the current connection, once. */
+  async #listen(channel: string): Promise<void> {
+    const client = this.#client;
+    if (!client || this.#listening.has(channel)) return;
+    this.#listening.add(channel);
+    try {
+      await client.query(`LISTEN ${channel}`);
+    } catch (e) {
+      this.#listening.delete(channel);
+      throw this.#unavailable(e);
+    }
+  }
+
+  /** Connects and LISTENs on every subscribed channel; throws `database_unavailable` on failure. */
   async #open(): Promise<void> {
     const client = new pg.Client(this.#config);
     client.on('error', (e) => this.#lost(client, e));
     client.on('end', () => this.#lost(client, new Error('LISTEN connection ended')));
-    client.on('notification', (msg) => {
-      if (msg.channel === WORK_CHANNEL) this.#fire();
-    });
+    client.on('notification', (msg) => this.#fire(msg.channel, msg.payload ?? '', msg.processId));
     this.#client = client;
+    this.#listening = new Set();
     try {
       await client.connect();
-      await client.query(`LISTEN ${WORK_CHANNEL}`);
+      for (const channel of new Set([...this.#subscribers].map((s) => s.channel))) {
+        this.#listening.add(channel);
+        await client.query(`LISTEN ${channel}`);
+      }
     } catch (e) {
       if (this.#client === client) this.#client = null;
       await client.end().catch(() => {});
@@ -538,10 +617,12 @@ class WorkListener {
     this.#backoffMs = 100;
   }
 
-  #fire(): void {
-    for (const { listener } of [...this.#subscribers]) {
+  /** Calls the subscribers of `channel` (every subscriber, without a payload, when `channel` is null: after a reconnect). */
+  #fire(channel: string | null, payload: string | undefined, backend?: number): void {
+    for (const s of [...this.#subscribers]) {
+      if (channel !== null && s.channel !== channel) continue;
       try {
-        listener();
+        s.listener(payload, backend);
       } catch (e) {
         this.#onBackgroundError(e instanceof Error ? e : new Error(String(e)));
       }
@@ -565,7 +646,7 @@ class WorkListener {
       this.#retryTimer = null;
       if (this.#subscribers.size === 0 || this.#ready === null) return;
       this.#open().then(
-        () => this.#fire(),
+        () => this.#fire(null, undefined),
         (err: unknown) => {
           this.#onBackgroundError(err instanceof Error ? err : new Error(String(err)));
           this.#scheduleReconnect();

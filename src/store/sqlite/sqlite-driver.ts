@@ -247,6 +247,11 @@ class SqliteDriver implements Driver {
     return async () => undefined;
   }
 
+  async onJobNotification(): Promise<null> {
+    // No cross-process signal: waiters re-check the states of their jobs periodically (one batched read).
+    return null;
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
