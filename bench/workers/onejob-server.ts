@@ -6,14 +6,16 @@
  * `--provider-url` configures a route `summarize` whose chain is `primary`
  * (and `fallback` with `--fallback-url`), `openai` type, `--timeout-ms` each,
  * optional `--hedge-ms`. With `--executor`, an executor runs in this process
- * next to the API (what `onejob serve` does), built through
- * `src/runtime/runtime.ts` when it exists.
+ * next to the API (what `onejob serve` does, the gateway's jobs leased to it
+ * at birth), built through `src/runtime/runtime.ts`.
  *
  * Prints `READY {"url", "chat": <whether POST /v1/chat/completions exists>, "executor"}`.
  */
 import { pino } from 'pino';
 import { defineConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/build-app.ts';
+import type { InlineRunner } from '../../src/http/app-context.ts';
+import { createRuntime } from '../../src/runtime/runtime.ts';
 import { openStore } from '../../src/store/open-store.ts';
 import { JobStore } from '../../src/store/job-store.ts';
 import { createPostgresDriver } from '../../src/store/postgres/postgres-driver.ts';
@@ -42,19 +44,15 @@ const store = args.pipelines && db.startsWith('postgres')
   : await openStore(db, args.pool ? { poolSize: Number(args.pool) } : {});
 await store.migrate();
 const logger = pino({ level: process.env.BENCH_SERVER_LOG ?? 'silent' });
-const app = buildApp({ store, config, logger });
-
-let executor: { start(): Promise<void>; stop(): Promise<void> } | null = null;
+let executor: (InlineRunner & { start(): Promise<void>; stop(): Promise<void> }) | null = null;
 if (args.executor === 'true') {
   // The runtime wires providers, contracts and gates the way `onejob serve` does.
-  const runtimePath = '../../src/runtime/runtime.ts';
-  const mod = (await import(runtimePath)) as {
-    Runtime: { create(o: object): Promise<{ createExecutor(o?: object): { start(): Promise<void>; stop(): Promise<void> } }> };
-  };
-  const runtime = await mod.Runtime.create({ config, store, logger });
+  const runtime = await createRuntime({ config, store, logger });
   executor = runtime.createExecutor({ pollMs: 1000, lateAnswerGraceMs: Number(args['grace-ms'] ?? 5000) });
   await executor.start();
 }
+// As in `onejob serve`: gateway jobs run their first attempt on this process's executor at once (the fast path).
+const app = buildApp({ store, config, logger, executor: executor ?? undefined });
 
 await app.listen({ host: '127.0.0.1', port: Number(args.port ?? 0) });
 const address = app.server.address();

@@ -558,6 +558,24 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         }
       });
 
+      it('50 concurrent leased creates with distinct keys, mixed with plain ones: each leased job has its own attempt, each plain one none', async () => {
+        const results = await Promise.all(Array.from({ length: 50 }, (_, i) =>
+          i % 5 === 0 ? create(`fast-mixed-${i}`) : createLeased(`fast-mixed-${i}`)));
+        for (const [i, r] of results.entries()) {
+          expect(r.created).toBe(true);
+          const stored = (await store.getJob(OWNER, r.job.id))!;
+          if (i % 5 === 0) {
+            expect(r.claimed).toBe(undefined);
+            expect(stored).toMatchObject({ state: 'queued', attempts: [] });
+          } else {
+            expect(r.claimed?.job.id).toBe(r.job.id);
+            expect(stored.state).toBe('running');
+            expect(stored.attempts.map((a) => [a.id, a.leaseToken, a.jobId])).toEqual([[r.claimed!.attempt.id, r.claimed!.attempt.leaseToken, r.job.id]]);
+            expect((await store.listEvents(OWNER, r.job.id)).map((e) => [e.type, e.attemptId])).toEqual([['attempt.started', r.claimed!.attempt.id]]);
+          }
+        }
+      });
+
       it('an uneligible first provider is not leased at birth: the job is queued and the claim records the skip', async () => {
         const noPrimary: EligibilityCheck = (provider) => (provider === 'primary' ? 'not_certified' : null);
         const created = await createLeased('fast-skip', { text: 'hello' }, store, noPrimary);

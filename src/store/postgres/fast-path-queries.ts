@@ -25,7 +25,9 @@ function prefixed(columns: string, alias: string, prefix: string): string {
   return columns.split(', ').map((c) => `${alias}.${c} AS ${prefix}${c}`).join(', ');
 }
 
-const RETURNED = `${prefixed(JOB_COLUMNS, 'j', 'j_')}, ${prefixed(ATTEMPT_COLUMNS, 'a', 'a_')}`;
+/** A job (`j`) and its attempt (`a`) in one row, their columns prefixed `j_` and `a_` (see {@link splitJobRow}). */
+export const JOB_RETURNED = `${prefixed(JOB_COLUMNS, 'j', 'j_')}, ${prefixed(ATTEMPT_COLUMNS, 'a', 'a_')}`;
+const RETURNED = JOB_RETURNED;
 
 /** The statements of this file, by name. */
 export const FAST_PATH_SQL = {
@@ -97,15 +99,22 @@ SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
   },
 } as const;
 
-/** Splits a row of {@link RETURNED} into its job and its attempt. */
-function split(r: Record<string, unknown>): { job: Job; attempt: Attempt } {
+/** Splits a row of {@link JOB_RETURNED} into its job and its attempt (null when the row has none: a left join). */
+export function splitJobRow(r: Record<string, unknown>): { job: Job; attempt: Attempt | null } {
   const job: Record<string, unknown> = {};
   const attempt: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(r)) {
     if (k.startsWith('j_')) job[k.slice(2)] = v;
     else if (k.startsWith('a_')) attempt[k.slice(2)] = v;
   }
-  return { job: jobFromRow(job as unknown as JobRow), attempt: attemptFromRow(attempt as unknown as AttemptRow) };
+  return { job: jobFromRow(job as unknown as JobRow), attempt: attempt.id == null ? null : attemptFromRow(attempt as unknown as AttemptRow) };
+}
+
+/** {@link splitJobRow} of a row that has both. */
+function split(r: Record<string, unknown>): { job: Job; attempt: Attempt } {
+  const { job, attempt } = splitJobRow(r);
+  if (attempt === null) throw new Error(`job ${job.id} came back without its attempt`);
+  return { job, attempt };
 }
 
 /** See {@link DriverQueries.jobInsertLeased}. */

@@ -26,24 +26,54 @@
  * carries its row has committed.
  */
 import { OnejobError } from '../../core/errors.ts';
-import type { Job } from '../../core/types.ts';
-import type { JobInsertRow } from '../driver.ts';
+import type { Attempt, Job } from '../../core/types.ts';
+import type { FirstAttemptRow, JobInsertRow } from '../driver.ts';
+import { JOB_RETURNED, jobInsertLeased, splitJobRow } from './fast-path-queries.ts';
 import { jobInsert } from './job-queries.ts';
-import { JOB_COLUMNS, jobFromRow, jsonParam, jsonValueParam, type JobRow } from './row-mappers.ts';
+import { ATTEMPT_COLUMNS, JOB_COLUMNS, jsonParam, jsonValueParam } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
 
-/** The multi-row form of `JOB_SQL.insert`: one array parameter per column, one row per element. */
+/**
+ * The multi-row form of `JOB_SQL.insert` and of the fast path's
+ * `insertLeased`: one array parameter per column, one row per element. A row
+ * with an attempt id is written `running` with its first attempt leased and
+ * the attempt's event (as `FAST_PATH_SQL.insertLeased`), one without `queued`.
+ */
 export const JOB_INSERT_MANY_SQL = {
   name: 'onejob_job_insert_many',
-  text: `INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
-                      state, version, attempt_count, skipped, created_at, updated_at, trace_context)
-SELECT r.owner_id, r.id, r.idempotency_key, r.fingerprint, r.route, r.input::json, r.metadata::json, r.providers::json,
-       'queued', 0, 0, '[]', r.created_at, r.created_at, r.trace_context
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::text[])
-     WITH ORDINALITY AS r(owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, created_at, trace_context, ord)
-ORDER BY r.ord
-ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-RETURNING ${JOB_COLUMNS}`,
+  text: `WITH r AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::text[],
+                       $11::text[], $12::text[], $13::text[], $14::text[], $15::int8[], $16::timestamptz[])
+  WITH ORDINALITY AS r(owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, created_at, trace_context,
+                       attempt_id, provider, lease_owner, lease_token, lease_ms, now, ord)
+),
+j AS (
+  INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
+                    state, version, attempt_count, skipped, created_at, updated_at, trace_context)
+  SELECT r.owner_id, r.id, r.idempotency_key, r.fingerprint, r.route, r.input::json, r.metadata::json, r.providers::json,
+         CASE WHEN r.attempt_id IS NULL THEN 'queued' ELSE 'running' END, 0, CASE WHEN r.attempt_id IS NULL THEN 0 ELSE 1 END,
+         '[]', r.created_at, r.created_at, r.trace_context
+  FROM r
+  ORDER BY r.ord
+  ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+  RETURNING ${JOB_COLUMNS}
+),
+a AS (
+  INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at,
+                        lease_owner, lease_token, lease_expires_at)
+  SELECT j.owner_id, r.attempt_id, j.id, 1, r.provider, 'first', 'starting', 0, t.now, NULL,
+         r.lease_owner, r.lease_token, t.now + r.lease_ms * interval '1 millisecond'
+  FROM j JOIN r ON r.id = j.id CROSS JOIN LATERAL (SELECT COALESCE(r.now, clock_timestamp()) AS now) t
+  WHERE r.attempt_id IS NOT NULL
+  RETURNING ${ATTEMPT_COLUMNS}
+),
+e AS (
+  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
+  SELECT a.owner_id, a.job_id, a.id, 'attempt.started',
+         json_build_object('number', 1, 'provider', a.provider, 'kind', 'first', 'lease_owner', a.lease_owner), a.started_at
+  FROM a
+)
+SELECT ${JOB_RETURNED} FROM j LEFT JOIN a ON a.job_id = j.id`,
 } as const;
 
 /** Options of {@link JobInsertBatcher}. */
@@ -61,9 +91,14 @@ export interface JobInsertBatcherOptions {
   readonly isConnectionError?: ((e: unknown) => boolean) | undefined;
 }
 
+/** What an insert answers: the new job (with its first attempt when one was asked for), or null (the key exists). */
+export type InsertedJob = { readonly job: Job; readonly attempt: Attempt | null } | null;
+
 interface Pending {
   readonly row: JobInsertRow;
-  readonly resolve: (job: Job | null) => void;
+  /** The fast path's first attempt, leased with the job. */
+  readonly attempt: FirstAttemptRow | undefined;
+  readonly resolve: (inserted: InsertedJob) => void;
   readonly reject: (e: unknown) => void;
 }
 
@@ -95,12 +130,12 @@ export class JobInsertBatcher {
    *
    * @throws OnejobError `unavailable` (the promise rejects) when `maxQueued` rows already wait: nothing was sent.
    */
-  insert(row: JobInsertRow): Promise<Job | null> {
+  insert(row: JobInsertRow, attempt?: FirstAttemptRow): Promise<InsertedJob> {
     if (this.#queue.length >= this.#maxQueued && this.#inFlight >= this.#maxInFlight) {
       return Promise.reject(new OnejobError('unavailable', `${this.#queue.length} job inserts are already waiting for the database`));
     }
     return new Promise((resolve, reject) => {
-      this.#queue.push({ row, resolve, reject });
+      this.#queue.push({ row, attempt, resolve, reject });
       this.#pump();
     });
   }
@@ -120,7 +155,7 @@ export class JobInsertBatcher {
   async #run(batch: readonly Pending[]): Promise<void> {
     if (batch.length === 1) {
       const only = batch[0]!;
-      await jobInsert(this.#db, only.row).then(only.resolve, only.reject);
+      await insertOne(this.#db, only).then(only.resolve, only.reject);
       return;
     }
     // First call per (owner, key) goes to the database; later ones lose to it, as they would one by one.
@@ -132,24 +167,26 @@ export class JobInsertBatcher {
       else firsts.set(k, p);
     }
     const sorted = [...firsts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([, p]) => p);
-    let inserted: Map<string, Job>;
+    let inserted: Map<string, NonNullable<InsertedJob>>;
     try {
-      inserted = await this.#insertMany(sorted.map((p) => p.row));
+      inserted = await this.#insertMany(sorted);
     } catch (e) {
       if (this.#isConnectionError(e)) {
         for (const p of batch) p.reject(e);
         return;
       }
       // Row by row, so only the offending call sees its error.
-      await Promise.all(batch.map((p) => jobInsert(this.#db, p.row).then(p.resolve, p.reject)));
+      await Promise.all(batch.map((p) => insertOne(this.#db, p).then(p.resolve, p.reject)));
       return;
     }
     for (const p of sorted) p.resolve(inserted.get(p.row.id) ?? null);
     for (const p of losers) p.resolve(null);
   }
 
-  async #insertMany(rows: readonly JobInsertRow[]): Promise<Map<string, Job>> {
-    const res = await this.#db.query<JobRow>({
+  async #insertMany(batch: readonly Pending[]): Promise<Map<string, NonNullable<InsertedJob>>> {
+    const rows = batch.map((p) => p.row);
+    const attempts = batch.map((p) => p.attempt);
+    const res = await this.#db.query<Record<string, unknown>>({
       ...JOB_INSERT_MANY_SQL,
       values: [
         rows.map((r) => r.ownerId),
@@ -162,12 +199,28 @@ export class JobInsertBatcher {
         rows.map((r) => JSON.stringify(r.providers)),
         rows.map((r) => r.createdAt),
         rows.map((r) => r.traceContext ?? null),
+        attempts.map((a) => a?.id ?? null),
+        attempts.map((a) => a?.provider ?? null),
+        attempts.map((a) => a?.leaseOwner ?? null),
+        attempts.map((a) => a?.leaseToken ?? null),
+        attempts.map((a) => a?.leaseMs ?? null),
+        attempts.map((a) => a?.now ?? null),
       ],
     });
-    const out = new Map<string, Job>();
-    for (const r of res.rows) out.set(r.id, jobFromRow(r));
+    const out = new Map<string, NonNullable<InsertedJob>>();
+    for (const r of res.rows) {
+      const split = splitJobRow(r);
+      out.set(split.job.id, split);
+    }
     return out;
   }
+}
+
+/** One row by the single-row statement of its kind. */
+async function insertOne(db: Queryable, p: Pending): Promise<InsertedJob> {
+  if (p.attempt) return jobInsertLeased(db, p.row, p.attempt);
+  const job = await jobInsert(db, p.row);
+  return job && { job, attempt: null };
 }
 
 function keyOf(row: JobInsertRow): string {

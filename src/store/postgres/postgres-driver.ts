@@ -266,7 +266,11 @@ export class PostgresDriver implements Driver {
       const attemptsOf = attemptListByJobBatcher(autocommit, pipelines, maxQueued);
       this.queries = {
         ...queriesOn(autocommit),
-        jobInsert: (row) => batcher.insert(row),
+        jobInsert: async (row) => (await batcher.insert(row))?.job ?? null,
+        jobInsertLeased: async (row, attempt) => {
+          const r = await batcher.insert(row, attempt);
+          return r && r.attempt ? { job: r.job, attempt: r.attempt } : null;
+        },
         // Callers sharing one read each get their own copy.
         jobGetByKey: async (ownerId, key) => {
           const job = await byKey.get([ownerId, key]);
