@@ -150,6 +150,7 @@ Examples:
     .option('-p, --port <n>', 'port to listen on (default: $PORT, else the config, else 8080)', integer('--port', 0, 65535))
     .option('--host <address>', 'address to listen on (default: $HOST, else the config, else 0.0.0.0; the unconfigured demo: 127.0.0.1)')
     .option('--no-executor', 'serve the API only; run `onejob executor` processes against the same database')
+    .option('--lease-ms <ms>', "lease length of this process's executor; silent this long, it is presumed dead (default 30000)", integer('--lease-ms', 100, 3_600_000))
     .addHelpText(
       'after',
       `
@@ -170,7 +171,7 @@ Examples:
   $ onejob serve --config onejob.config.json
   $ PORT=9000 ONEJOB_API_KEYS=tok_alice=alice onejob serve --no-executor`,
     )
-    .action(async (opts: { config?: string; port?: number; host?: string; executor: boolean }) => {
+    .action(async (opts: { config?: string; port?: number; host?: string; executor: boolean; leaseMs?: number }) => {
       const loaded = await open(io, opts.config ?? program.opts().config, true);
       const demo = isUnconfigured(loaded.config);
       const config = demo ? withDemo(loaded.config) : loaded.config;
@@ -183,7 +184,7 @@ Examples:
       const { runServe } = await import('./serve-command.ts');
       await runServe({
         onClose: tracing ? () => tracing.shutdown() : undefined,
-        config, store: loaded.store, logger, executor: opts.executor,
+        config, store: loaded.store, logger, executor: opts.executor, leaseMs: opts.leaseMs,
         port: opts.port ?? config.port, host: opts.host ?? (demo && !config.hostConfigured ? LOOPBACK_HOST : config.host),
         banner: demo ? (url) => demoBanner(url, token) : undefined,
       });

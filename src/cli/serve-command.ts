@@ -28,6 +28,8 @@ export interface ServeOptions {
   readonly host: string;
   /** Run an executor in this process. */
   readonly executor: boolean;
+  /** Its lease length (default 30 000 ms). */
+  readonly leaseMs?: number | undefined;
   /** Lines to print once listening (demo instructions). */
   readonly banner?: (url: string) => string[];
   /** Run the background retention sweep (CONTRACT §9). Default true. */
@@ -92,7 +94,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
   if (Object.keys(o.config.apiKeys).length === 0) o.logger.warn('no API keys configured: every /v1/ request will be 401 (set apiKeys or ONEJOB_API_KEYS)');
   const metrics = createMetrics({ countInDoubt: () => o.store.countAttemptsInDoubt() });
   // Created before the app: chat jobs run their first attempt on it at once (the fast path); started after listen.
-  const executor = o.executor ? runtime.createExecutor() : undefined;
+  const executor = o.executor ? runtime.createExecutor({ leaseMs: o.leaseMs }) : undefined;
   const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor });
   try {
     await app.listen({ port: o.port, host: o.host });

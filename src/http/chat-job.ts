@@ -40,7 +40,8 @@ export interface ChatJob {
   /**
    * The fast path: the job's first attempt was leased to this process's
    * executor with the job; this runs it. Call it once the answer waits
-   * (subscribed to the job or its stream); later calls do nothing.
+   * (subscribed to the job or its stream); later calls do nothing. It runs
+   * on the next turn of the event loop in any case.
    */
   readonly start?: (() => void) | undefined;
 }
@@ -101,6 +102,9 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
         inline.adopt(claimed, leasedAt);
       }
     : undefined;
+  // At the latest on the next turn of the event loop, whatever the route does: a leased attempt nobody runs
+  // would sit until its lease expires and end unknown. (The route subscribes within this turn, before any I/O.)
+  if (start) setImmediate(start);
   return { job, created, replayed: created ? 'false' : 'true', start };
 }
 

@@ -4,6 +4,7 @@
  * and two processes sharing one PostgreSQL.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -15,7 +16,19 @@ import { createTestStore, TEST_DATABASES } from '../support/databases.ts';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'onejob');
 const OWNER = 'alice';
+const TOKEN = 'tok_alice_process_0123456789';
 const INPUT = { messages: [{ role: 'user', content: 'work' }] };
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
 
 async function until<T>(what: string, f: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -48,6 +61,7 @@ for (const db of TEST_DATABASES) {
             fallback: { type: 'openai', baseUrl: `${fake.url}/v1`, model: 'gpt-fake-2', timeoutMs: 60_000 },
           },
           routes: { work: { providers: ['primary', 'fallback'] } },
+          apiKeys: { [TOKEN]: OWNER },
         }),
       );
     });
@@ -65,6 +79,15 @@ for (const db of TEST_DATABASES) {
 
     function startExecutor(args: string[] = []): ChildProcess {
       const child = spawn(process.execPath, [BIN, 'executor', '--config', join(dir, 'onejob.config.json'), ...args], {
+        env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      child.stderr!.setEncoding('utf8');
+      children.push(child);
+      return child;
+    }
+    function startServe(port: number, args: string[] = []): ChildProcess {
+      const child = spawn(process.execPath, [BIN, 'serve', '--config', join(dir, 'onejob.config.json'), '--port', String(port), '--host', '127.0.0.1', ...args], {
         env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' },
         stdio: ['ignore', 'ignore', 'pipe'],
       });
@@ -91,6 +114,37 @@ for (const db of TEST_DATABASES) {
       await new Promise((r) => setTimeout(r, 1500));
       expect(fake.calls).toHaveLength(1);
       expect((await store.getJob(OWNER, job.id))!.attempts).toHaveLength(1);
+    });
+
+    it('the fast path: serve killed -9 while the attempt it created with the job runs; another process rescues it to unknown, the retry is in doubt, the provider ran once', async () => {
+      fake.setDefault({ hang: true });
+      const [p1, p2] = [await freePort(), await freePort()];
+      const first = startServe(p1, ['--lease-ms', '1000']);
+      await until('serve ready', async () => (await fetch(`http://127.0.0.1:${p1}/readyz`).catch(() => null))?.status === 200, 60_000);
+      const chat = (port: number) => fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'idempotency-key': 'fast-crash', 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'work', messages: INPUT.messages }),
+      });
+      const answer = chat(p1).then((r) => r.status, () => 'connection lost');
+      await fake.waitForCalls(1);
+      // The job and its first attempt were written together, leased to serve's own executor: no claim by anyone.
+      const [job] = (await store.listJobs({ ownerId: OWNER })).jobs;
+      const events = (await store.listEvents(OWNER, job!.id)).map((e) => e.type);
+      expect(events).not.toContain('attempt.claimed');
+      expect(job!.attempts).toHaveLength(1);
+      first.kill('SIGKILL');
+      expect(await answer).toBe('connection lost');
+      await new Promise((r) => setTimeout(r, 1100));
+      startServe(p2, ['--lease-ms', '1000']);
+      await until('serve ready', async () => (await fetch(`http://127.0.0.1:${p2}/readyz`).catch(() => null))?.status === 200, 60_000);
+      await until('rescued', async () => (await store.rescueExpiredLeases()) >= 0 && (await store.getJob(OWNER, job!.id))?.state === 'unknown');
+      const retry = await chat(p2);
+      expect(retry.status).toBe(409);
+      expect(((await retry.json()) as { code?: string }).code).toBe('attempt_in_doubt');
+      const after = await store.getJob(OWNER, job!.id);
+      expect(after!.attempts.map((a) => [a.state, a.error?.code])).toEqual([['unknown', 'lease_expired']]);
+      expect(fake.calls).toHaveLength(1);
     });
 
     it('SIGSTOP past the lease, then SIGCONT: the paused executor cannot write; the answer it got is dropped', async () => {
