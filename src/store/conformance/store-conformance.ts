@@ -632,6 +632,25 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect((await store.getJob(OWNER, two.job.id))?.state).toBe('running');
       });
 
+      it('40 concurrent settles of 40 jobs (group-committed where the driver does), some fenced out: each applies or not on its own', async () => {
+        const claims = await Promise.all(Array.from({ length: 40 }, (_, i) => createLeased(`fast-many-${i}`).then((r) => r.claimed!)));
+        const results = await Promise.all(claims.map((c, i) =>
+          i % 4 === 3
+            ? codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: c.attempt.id, jobId: c.job.id, fence: { leaseOwner: EXECUTOR, leaseToken: 'lease_stolen' }, outcome: { state: 'succeeded', result: i } }))
+            : win(c.attempt, { n: i })));
+        for (const [i, c] of claims.entries()) {
+          const stored = (await store.getJob(OWNER, c.job.id))!;
+          if (i % 4 === 3) {
+            expect(results[i]).toBe('lease_lost');
+            expect(stored).toMatchObject({ state: 'running', completedBy: null, attempts: [{ state: 'starting' }] });
+          } else {
+            expect(results[i]).toMatchObject({ won: true, job: { id: c.job.id, result: { n: i } } });
+            expect(stored).toMatchObject({ state: 'succeeded', completedBy: c.attempt.id, result: { n: i }, attempts: [{ state: 'succeeded', costMicros: 12 }] });
+            expect((await store.listEvents(OWNER, c.job.id)).map((e) => e.type)).toEqual(['attempt.started', 'attempt.succeeded', 'job.succeeded']);
+          }
+        }
+      });
+
       it('an expired lease is fenced out: lease_lost and nothing written', async () => {
         const { claimed, job } = await createLeased('fast-fenced');
         clock.advance(LEASE_MS + 1);

@@ -97,6 +97,62 @@ e AS (
 )
 SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
   },
+  /**
+   * {@link settleWon} for many attempts in one statement (the group commit of
+   * concurrent settles): one array parameter per column, one attempt per
+   * element, job rows locked in id order (two batches never lock in
+   * opposite orders). Each attempt applies or not on its own, exactly as
+   * alone; the answer holds a row for each that applied.
+   */
+  settleWonMany: {
+    name: 'onejob_attempt_settle_won_many',
+    text: `WITH r AS MATERIALIZED (
+  SELECT r.*, COALESCE(r.at, clock_timestamp()) AS now
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::int8[], $9::int8[], $10::int8[], $11::int8[],
+              $12::timestamptz[], $13::text[])
+    AS r(owner_id, job_id, attempt_id, lease_owner, lease_token, result, with_usage, prompt_tokens, completion_tokens, total_tokens, cost_micros, at, actor)
+),
+j0 AS (
+  SELECT jobs.owner_id, jobs.id, jobs.version FROM jobs JOIN r ON jobs.owner_id = r.owner_id AND jobs.id = r.job_id
+  WHERE jobs.completed_by IS NULL AND jobs.state NOT IN ${TERMINAL} AND jobs.attempt_count = 1
+    AND (jobs.stream_attempt_id IS NULL OR jobs.stream_attempt_id = r.attempt_id)
+  ORDER BY jobs.id
+  FOR UPDATE OF jobs
+),
+a0 AS (
+  SELECT attempts.owner_id, attempts.id, attempts.job_id FROM attempts
+  JOIN r ON attempts.owner_id = r.owner_id AND attempts.id = r.attempt_id
+  JOIN j0 ON j0.owner_id = attempts.owner_id AND j0.id = attempts.job_id
+  WHERE attempts.base_version = j0.version AND attempts.state IN ('starting', 'running')
+    AND attempts.lease_owner = r.lease_owner AND attempts.lease_token = r.lease_token AND attempts.lease_expires_at > r.now
+  FOR UPDATE OF attempts
+),
+j AS (
+  UPDATE jobs SET state = 'succeeded', completed_by = a0.id, result = r.result::json, error = NULL,
+                  version = jobs.version + 1, updated_at = r.now, finished_at = r.now
+  FROM a0 JOIN r ON r.owner_id = a0.owner_id AND r.attempt_id = a0.id
+  WHERE jobs.owner_id = a0.owner_id AND jobs.id = a0.job_id
+  RETURNING ${JOB_COLUMNS.split(', ').map((c) => `jobs.${c}`).join(', ')}
+),
+a AS (
+  UPDATE attempts SET state = 'succeeded', finished_at = r.now, lease_owner = NULL, lease_expires_at = NULL,
+    prompt_tokens = CASE WHEN r.with_usage THEN r.prompt_tokens ELSE attempts.prompt_tokens END,
+    completion_tokens = CASE WHEN r.with_usage THEN r.completion_tokens ELSE attempts.completion_tokens END,
+    total_tokens = CASE WHEN r.with_usage THEN r.total_tokens ELSE attempts.total_tokens END,
+    cost_micros = CASE WHEN r.with_usage THEN r.cost_micros ELSE attempts.cost_micros END
+  FROM j JOIN r ON r.owner_id = j.owner_id AND r.attempt_id = j.completed_by
+  WHERE attempts.owner_id = j.owner_id AND attempts.id = j.completed_by
+  RETURNING ${ATTEMPT_COLUMNS.split(', ').map((c) => `attempts.${c}`).join(', ')}
+),
+e AS (
+  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
+  SELECT a.owner_id, a.job_id, a.id, v.type, json_build_object('actor', r.actor), a.finished_at
+  FROM a JOIN r ON r.owner_id = a.owner_id AND r.attempt_id = a.id
+  CROSS JOIN (VALUES (1, 'attempt.succeeded'), (2, 'job.succeeded')) AS v(ord, type)
+  ORDER BY a.id, v.ord
+)
+SELECT ${RETURNED} FROM j JOIN a ON a.owner_id = j.owner_id AND a.job_id = j.id`,
+  },
 } as const;
 
 /** Splits a row of {@link JOB_RETURNED} into its job and its attempt (null when the row has none: a left join). */
@@ -144,4 +200,27 @@ export async function attemptSettleWon(db: Queryable, p: SettleWonParams): Promi
   });
   const r = res.rows[0];
   return r ? split(r) : null;
+}
+
+/**
+ * Many {@link attemptSettleWon}s in one statement; the answer maps each
+ * attempt id that applied to its job and attempt (absent: nothing written
+ * for it, the caller settles it the general way).
+ */
+export async function attemptSettleWonMany(db: Queryable, ps: readonly SettleWonParams[]): Promise<Map<string, { job: Job; attempt: Attempt }>> {
+  const res = await db.query<Record<string, unknown>>({
+    ...FAST_PATH_SQL.settleWonMany,
+    values: [
+      ps.map((p) => p.ownerId), ps.map((p) => p.jobId), ps.map((p) => p.attemptId), ps.map((p) => p.leaseOwner), ps.map((p) => p.leaseToken),
+      ps.map((p) => jsonParam(p.result)), ps.map((p) => p.usage !== undefined),
+      ps.map((p) => p.usage?.promptTokens ?? null), ps.map((p) => p.usage?.completionTokens ?? null), ps.map((p) => p.usage?.totalTokens ?? null),
+      ps.map((p) => (p.usage !== undefined ? (p.costMicros ?? null) : null)), ps.map((p) => p.now), ps.map((p) => p.actor),
+    ],
+  });
+  const out = new Map<string, { job: Job; attempt: Attempt }>();
+  for (const r of res.rows) {
+    const x = split(r);
+    out.set(x.attempt.id, x);
+  }
+  return out;
 }

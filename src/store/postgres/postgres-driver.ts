@@ -31,7 +31,7 @@ import * as retention from './retention-queries.ts';
 import type { InsightQueries } from '../insight-queries.ts';
 import { insightQueriesOn } from './insight-queries.ts';
 import { JobInsertBatcher } from './job-insert-batcher.ts';
-import { attemptListByJobBatcher, jobGetByKeyBatcher } from './read-batcher.ts';
+import { attemptListByJobBatcher, jobGetByKeyBatcher, settleWonBatcher } from './read-batcher.ts';
 import type { Queryable } from './queryable.ts';
 
 /** Options of {@link createPostgresDriver}. */
@@ -264,6 +264,8 @@ export class PostgresDriver implements Driver {
       // The reads every replay makes (by key, then the attempts) are coalesced the same way.
       const byKey = jobGetByKeyBatcher(autocommit, pipelines, maxQueued);
       const attemptsOf = attemptListByJobBatcher(autocommit, pipelines, maxQueued);
+      // Concurrent fast-path settles are group-committed the same way (each its own row of one statement).
+      const settles = settleWonBatcher(autocommit, pipelines, maxQueued);
       this.queries = {
         ...queriesOn(autocommit),
         jobInsert: async (row) => (await batcher.insert(row))?.job ?? null,
@@ -276,6 +278,7 @@ export class PostgresDriver implements Driver {
           const job = await byKey.get([ownerId, key]);
           return job && { ...job };
         },
+        attemptSettleWon: (params) => settles.get(params),
         attemptListByJob: async (ownerId, jobId) => (await attemptsOf.get([ownerId, jobId])).map((a) => ({ ...a })),
       };
     } else {

@@ -1,7 +1,9 @@
 /**
- * Coalesced autocommit reads (PostgreSQL): a hot read that many callers issue
- * at once (1,000 replays of one Idempotency-Key all read the job by key and
- * its attempts) leaves as one statement per batch instead of one per caller.
+ * Coalesced autocommit statements (PostgreSQL): a hot read that many callers
+ * issue at once (1,000 replays of one Idempotency-Key all read the job by key
+ * and its attempts) leaves as one statement per batch instead of one per
+ * caller; so do concurrent independent writes (the fast path's settles: each
+ * its own key, never shared, one commit for the batch).
  *
  * At most `maxInFlight` statements are on the wire; calls arriving meanwhile
  * wait in a queue and are sent together, identical keys once. A read is
@@ -13,7 +15,9 @@
  */
 import { OnejobError } from '../../core/errors.ts';
 import type { Attempt, Job } from '../../core/types.ts';
+import type { SettleWonParams } from '../driver.ts';
 import { attemptListByJob } from './attempt-queries.ts';
+import { attemptSettleWon, attemptSettleWonMany } from './fast-path-queries.ts';
 import { jobGetByKey } from './job-queries.ts';
 import type { Queryable } from './queryable.ts';
 import { ATTEMPT_COLUMNS, attemptFromRow, JOB_COLUMNS, jobFromRow, type AttemptRow, type JobRow } from './row-mappers.ts';
@@ -169,6 +173,31 @@ export function attemptListByJobBatcher(db: Queryable, maxInFlight?: number, max
       const out = new Map<string, Attempt[]>(pairs.map((p) => [pairKey(p), []]));
       for (const r of res.rows) out.get(pairKey([r.owner_id, r.job_id]))?.push(attemptFromRow(r));
       return out;
+    },
+  });
+}
+
+/**
+ * The fast path's winning settle (`attemptSettleWon`) group-committed over
+ * `db` (autocommit only): concurrent settles leave as one statement. Each
+ * call is its own key: two calls never share an answer.
+ */
+export function settleWonBatcher(db: Queryable, maxInFlight?: number, maxQueued?: number): ReadBatcher<SettleWonParams, { job: Job; attempt: Attempt } | null> {
+  let seq = 0;
+  const keys = new WeakMap<SettleWonParams, string>();
+  const keyOf = (p: SettleWonParams): string => {
+    let k = keys.get(p);
+    if (k === undefined) keys.set(p, (k = `${p.attemptId}\u0000${seq++}`));
+    return k;
+  };
+  return new ReadBatcher<SettleWonParams, { job: Job; attempt: Attempt } | null>({
+    keyOf,
+    maxInFlight,
+    maxQueued,
+    one: (p) => attemptSettleWon(db, p),
+    many: async (ps) => {
+      const applied = await attemptSettleWonMany(db, ps);
+      return new Map(ps.map((p) => [keyOf(p), applied.get(p.attemptId) ?? null]));
     },
   });
 }
