@@ -298,7 +298,7 @@ async function sectionStream(): Promise<Record<string, unknown>> {
   const directBody = JSON.stringify({ model: 'fake-model', stream: true, messages });
   const onejobBody = JSON.stringify({ model: 'summarize', stream: true, messages });
   const pkConfig = { provider: 'openai', api_key: 'sk-bench', custom_host: `${fake.info.url}/v1` };
-  const n = FULL ? 1000 : 100;
+  const n = FULL ? 400 : 100;
   const probe = (base: string, headers: Record<string, string>, body: string, fresh = false) => async (): Promise<Counted> =>
     runWorker<Counted>(W('stream-probe.ts'), ['--url', base, '--n', String(n), '--warmup', String(FULL ? 50 : 20), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
   const probes: [string, () => Promise<RunSummary>][] = [
@@ -442,7 +442,6 @@ async function section4(): Promise<Record<string, unknown>> {
       });
       const o = out[name] as Record<string, unknown>;
       o.via = via === 'chat' ? 'POST /v1/chat/completions' : 'POST /v1/jobs + GET /v1/jobs/{id}?wait=5';
-      o.costByProviderCalls = o.cost;
       // onejob's own account (CONTRACT §8): every attempt's cost_usd; the winner is the succeeded attempt.
       try {
         let total = 0;
@@ -463,6 +462,10 @@ async function section4(): Promise<Record<string, unknown>> {
         }
         const usageRes = await fetch(`${base}/v1/usage?since=${encodeURIComponent(sentAt)}`, { headers: AUTH });
         const usageRows = usageRes.ok ? ((await usageRes.json()) as { data: { outcome: string; attempts: number; cost_usd: number | null }[] }).data : [];
+        // Priced from the provider calls, a request's call won when its job succeeded (a late answer can win after a 409).
+        const p = o.primaryCalls as number;
+        const f = o.fallbackCalls as number;
+        o.costByProviderCalls = split((p + f) * PER_CALL_USD, (jobStates.succeeded ?? 0) * PER_CALL_USD, TIMEOUT_REQUESTS, 'provider calls × per-call price (winner: one call per job that succeeded)');
         o.cost = split(total, winners, TIMEOUT_REQUESTS, "the jobs' attempts' cost_usd (GET /v1/jobs/{id}); winner: the succeeded attempt", {
           attemptStates, jobStates, attemptsWithoutCost: unpriced,
           usageEndpoint: usageRes.ok ? usageRows : `GET /v1/usage answered ${usageRes.status}`,
@@ -605,6 +608,7 @@ async function main(): Promise<void> {
   const medians = Object.fromEntries(Object.keys(samples).map((k) => [k, m(k)]));
   const result = {
     date: new Date().toISOString(),
+    startedAt: new Date(started).toISOString(),
     machine: info,
     durability: 'PostgreSQL: synchronous_commit and fsync as shown in machine.postgresSettings (defaults: on). SQLite: WAL, synchronous=FULL. Every onejob figure is a durable commit before the answer.',
     peers: PEERS,

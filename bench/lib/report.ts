@@ -102,7 +102,8 @@ export function renderMarkdown(r: ReportInput): string {
   lines.push(
     `Machine: ${String(m.nproc)} CPUs (${String(m.cpu)}), ${String(m.memoryGiB)} GiB RAM, ${String(m.os)}; ` +
       `${String(m.postgres).split(' on ')[0]} (${Object.entries((m.postgresSettings ?? {}) as Record<string, string>).map(([k, v]) => `${k}=${v}`).join(', ')}); ` +
-      `Node ${String(m.node)}. Load generators, servers and the database share the same cores. ` +
+      `Node ${String(m.node)}. Load average (1, 5, 15 min) at the start ${Array.isArray(m.loadAverageAtStart) ? m.loadAverageAtStart.join(', ') : '?'}` +
+      `${Array.isArray((r as { loadAverageAtEnd?: number[] }).loadAverageAtEnd) ? `, at the end ${(r as unknown as { loadAverageAtEnd: number[] }).loadAverageAtEnd.join(', ')}` : ''}; run ${String((r as { startedAt?: string }).startedAt ?? r.date).slice(11, 16)}–${r.date.slice(11, 16)} UTC. Load generators, servers and the database share the same cores. ` +
       `${String(m.secondsPerRun)} s per run, ${String(m.rounds)} interleaved rounds, medians shown; concurrency ${String(m.concurrency)}.`,
     '',
   );
