@@ -173,15 +173,15 @@ export function renderMarkdown(r: ReportInput): string {
     lines.push(
       'Measured over a window once every waiter is open; a wait the server answered before its job finished is re-sent after its Retry-After (default 1 s) and counted as cut short. Event-loop delay: `monitorEventLoopDelay` inside the server (what exceeds its 10 ms tick).',
       '',
-      '| tier | waiting | cut short /s | RSS MiB | loop delay p50 / p99 / max ms | statements/s | per waiter /s | xact_commit/s | top statements /s | changed job: own waiters answered | others answered |',
-      '| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | ---: |',
+      '| tier | waiting | cut short /s | RSS MiB | loop delay p50 / p99 / max ms | statements/s | per waiter /s | store reads per waiter /s | xact_commit/s | top statements /s | changed job: own waiters answered | others answered |',
+      '| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- | ---: |',
     );
     for (const [tier, t] of Object.entries(waiting)) {
       const wt = t.waiting ?? {};
       const wk = t.wake ?? {};
       const d = (wt.eventLoopDelayMs ?? {}) as Record<string, number>;
       const top = Object.entries((wt.statementsByName ?? {}) as Record<string, number>).slice(0, 3).map(([k, v]) => `${k} ${v}`).join(', ');
-      lines.push(`| ${tier} | ${fmt(wt.waiters as number)} | ${fmt(wt.cutShortDuringWindowPerSecond as number)} | ${fmt(wt.rssMiB as number)} | ${fmt(d.p50)} / ${fmt(d.p99)} / ${fmt(d.max)} | ${fmt(wt.statementsPerSecond as number)} | ${fmt(wt.statementsPerWaiterPerSecond as number)} | ${fmt(wt.xactCommitsPerSecond as number)} | ${top} | ${fmt(wk.ownWaitersAnswered as number)} of ${fmt(wk.ownWaiters as number)} in ${fmt(wk.ownLatestAnswerMs as number)} ms | ${fmt(wk.otherWaitersAnswered as number)} |`);
+      lines.push(`| ${tier} | ${fmt(wt.waiters as number)} | ${fmt(wt.cutShortDuringWindowPerSecond as number)} | ${fmt(wt.rssMiB as number)} | ${fmt(d.p50)} / ${fmt(d.p99)} / ${fmt(d.max)} | ${fmt(wt.statementsPerSecond as number)} | ${fmt(wt.statementsPerWaiterPerSecond as number)} | ${fmt(wt.getJobCallsPerWaiterPerSecond as number)} | ${fmt(wt.xactCommitsPerSecond as number)} | ${top} | ${fmt(wk.ownWaitersAnswered as number)} of ${fmt(wk.ownWaiters as number)}${wk.ownLatestAnswerMs === null ? '' : ` in ${fmt(wk.ownLatestAnswerMs as number)} ms`} (cancel ${String(wk.cancelStatus)}${Number(wk.cancelTries) > 1 ? ` after ${String(wk.cancelTries)} tries` : ''}) | ${fmt(wk.otherWaitersAnswered as number)} |`);
     }
     const first = Object.values(waiting)[0];
     if (first?.fdLimit) lines.push('', `Open-file limit of the bench's processes: ${first.fdLimit.soft}.`);

@@ -193,6 +193,8 @@ const waiting = {
   eventLoopDelayMs: win.eventLoopDelayMs,
   statementsPerSecond: round(statementsPerSecond, 1),
   statementsPerWaiterPerSecond: round(statementsPerSecond / Math.max(1, waitingCount), 4),
+  // Re-reads the waiters asked the store for (a read refused at the pool's queue sends no statement).
+  getJobCallsPerWaiterPerSecond: round((win.storeCalls.getJob ?? 0) / win.seconds / Math.max(1, waitingCount), 4),
   xactCommitsPerSecond: round((x1.commits - x0.commits) / win.seconds, 1),
   xactRollbacksPerSecond: round((x1.rollbacks - x0.rollbacks) / win.seconds, 1),
   statementsByName: Object.fromEntries(Object.entries(win.statements).slice(0, 12).map(([k, v]) => [k, round(v / win.seconds, 1)])),
@@ -202,8 +204,18 @@ log(`window: ${JSON.stringify(waiting)}`);
 
 // 4. One job changes.
 await fetch(observeUrl, { method: 'POST' });
-const tc = performance.now();
-const cancel = await fetch(`${url}/v1/jobs/${ids[0]}/cancel`, { method: 'POST', headers: AUTH, body: JSON.stringify({ reason: 'bench: one job changes' }) });
+// The cancel is retried after its Retry-After while the server answers 503 (at most 5 tries); the wake is timed from the try that worked.
+let tc = performance.now();
+let cancel!: Response;
+let cancelTries = 0;
+for (;;) {
+  tc = performance.now();
+  cancelTries++;
+  cancel = await fetch(`${url}/v1/jobs/${ids[0]}/cancel`, { method: 'POST', headers: AUTH, body: JSON.stringify({ reason: 'bench: one job changes' }) });
+  if (cancel.status !== 503 || cancelTries >= 5) break;
+  await cancel.arrayBuffer();
+  await sleep(1000 * Math.min(10, Number(cancel.headers.get('retry-after') ?? 1) || 1));
+}
 const cancelBody = (await cancel.json()) as { state?: string };
 // Its waiters answer (at most 5 s), then 1 s more for any other waiter that would wake.
 for (let i = 0; i < 50 && waiters.filter((w) => w.kind === 'poll' && w.job === 0 && w.answeredAt !== null).length < OWN; i++) await sleep(100);
@@ -214,6 +226,7 @@ watching = false;
 const own = woke.filter((w) => w.kind === 'poll' && w.job === 0);
 const wake = {
   cancelStatus: cancel.status,
+  cancelTries,
   cancelledJobState: cancelBody.state ?? null,
   ownWaiters: OWN,
   ownWaitersAnswered: own.length,
