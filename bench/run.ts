@@ -271,9 +271,20 @@ async function section3(): Promise<Record<string, unknown>> {
 }
 
 const STREAM_CHUNKS = ['The', ' quick', ' brown', ' fox'];
-const STREAM_CHUNK_DELAY_MS = 5;
 
+/**
+ * Two timings of the fake's stream: content every 5 ms (series `stream_*`,
+ * every mode), and every 50 ms (`stream50_*`, the full run and `--only
+ * stream`): a gateway's fixed cost before its first byte can hide behind a
+ * provider's own time to first token, and 50 ms shows whether it does.
+ */
 async function sectionStream(): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = { stream: await streamTiming('stream', 5, FULL ? 400 : 100, FULL ? 50 : 20) };
+  if (FULL || ONLY?.has('stream')) out.stream50 = await streamTiming('stream50', 50, FULL ? 100 : 30, 5);
+  return out;
+}
+
+async function streamTiming(prefix: string, STREAM_CHUNK_DELAY_MS: number, n: number, warmup: number): Promise<Record<string, unknown>> {
   log(`3s: streaming — time to first token, 1 connection: fake provider direct vs Portkey vs onejob (stream: true), chunks every ${STREAM_CHUNK_DELAY_MS} ms`);
   const url = await recreateDatabase(`${DB}_stream`);
   const sqlitePath = resolve(SCRATCH, 'bench-stream-sqlite.db');
@@ -298,15 +309,14 @@ async function sectionStream(): Promise<Record<string, unknown>> {
   const directBody = JSON.stringify({ model: 'fake-model', stream: true, messages });
   const onejobBody = JSON.stringify({ model: 'summarize', stream: true, messages });
   const pkConfig = { provider: 'openai', api_key: 'sk-bench', custom_host: `${fake.info.url}/v1` };
-  const n = FULL ? 400 : 100;
   const probe = (base: string, headers: Record<string, string>, body: string, fresh = false) => async (): Promise<Counted> =>
-    runWorker<Counted>(W('stream-probe.ts'), ['--url', base, '--n', String(n), '--warmup', String(FULL ? 50 : 20), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
+    runWorker<Counted>(W('stream-probe.ts'), ['--url', base, '--n', String(n), '--warmup', String(warmup), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
   const probes: [string, () => Promise<RunSummary>][] = [
-    ['stream_direct_c1', probe(fake.info.url, {}, directBody)],
-    ['stream_portkey_c1', probe(portkey.info.url, portkeyHeaders(pkConfig), directBody)],
+    [`${prefix}_direct_c1`, probe(fake.info.url, {}, directBody)],
+    [`${prefix}_portkey_c1`, probe(portkey.info.url, portkeyHeaders(pkConfig), directBody)],
   ];
   for (const { suffix, db, server } of onejobs) {
-    probes.push([`stream_onejob${suffix}_c1`, () => withParity(`stream_onejob${suffix}_c1`, db, probe(server.info.url, AUTH, onejobBody, true), calls)]);
+    probes.push([`${prefix}_onejob${suffix}_c1`, () => withParity(`${prefix}_onejob${suffix}_c1`, db, probe(server.info.url, AUTH, onejobBody, true), calls)]);
   }
   try {
     for (let r = 0; r < ROUNDS; r++) {
@@ -566,12 +576,17 @@ async function main(): Promise<void> {
   const addedPortkey = c1.portkey && c1.direct ? round(c1.portkey.p50 - c1.direct.p50, 3) : null;
   const addedOnejob = c1.onejob && c1.direct ? round(c1.onejob.p50 - c1.direct.p50, 3) : null;
   const addedOnejobSqlite = c1.onejobSqlite && c1.direct ? round(c1.onejobSqlite.p50 - c1.direct.p50, 3) : null;
-  const st = { direct: m('stream_direct_c1'), portkey: m('stream_portkey_c1'), onejob: m('stream_onejob_c1'), onejobSqlite: m('stream_onejob_sqlite_c1') };
-  const addedTtft = (side: RunSummary | null, q: 'p50' | 'p99'): number | null => (side && st.direct ? round(side[q] - st.direct[q], 3) : null);
-  const ttftAdded = {
-    portkey_p50: addedTtft(st.portkey, 'p50'), onejob_p50: addedTtft(st.onejob, 'p50'), onejob_sqlite_p50: addedTtft(st.onejobSqlite, 'p50'),
-    portkey_p99: addedTtft(st.portkey, 'p99'), onejob_p99: addedTtft(st.onejob, 'p99'), onejob_sqlite_p99: addedTtft(st.onejobSqlite, 'p99'),
+  const ttftOf = (prefix: string): Record<string, number | null> => {
+    const st = { direct: m(`${prefix}_direct_c1`), portkey: m(`${prefix}_portkey_c1`), onejob: m(`${prefix}_onejob_c1`), onejobSqlite: m(`${prefix}_onejob_sqlite_c1`) };
+    const addedTtft = (side: RunSummary | null, q: 'p50' | 'p99'): number | null => (side && st.direct ? round(side[q] - st.direct[q], 3) : null);
+    return {
+      portkey_p50: addedTtft(st.portkey, 'p50'), onejob_p50: addedTtft(st.onejob, 'p50'), onejob_sqlite_p50: addedTtft(st.onejobSqlite, 'p50'),
+      portkey_p99: addedTtft(st.portkey, 'p99'), onejob_p99: addedTtft(st.onejob, 'p99'), onejob_sqlite_p99: addedTtft(st.onejobSqlite, 'p99'),
+    };
   };
+  const ttftAdded = ttftOf('stream');
+  const ttftAdded50 = ttftOf('stream50');
+  const ttftRatio = (t: Record<string, number | null>, side: string): number | null => (t[side] != null && t.portkey_p50 != null ? ratio(t[side]!, t.portkey_p50!) : null);
   const cost = (timeout ?? {}) as Record<string, { cost?: { nonWinnersUsdPerRequest?: number } }>;
   type WaitTier = { waiting?: { statementsPerWaiterPerSecond?: number }; wake?: { otherWaitersAnswered?: number; ownWaitersAnswered?: number; ownWaiters?: number } };
   const w = ((waiting ?? {}) as Record<string, WaitTier>)['2000+2000'] ?? null;
@@ -595,8 +610,10 @@ async function main(): Promise<void> {
     timeout_provider_calls_per_request: t.onejob?.providerCallsPerRequest ?? null,
     timeout_provider_calls_per_request_hedged: t.onejob_hedge_100ms?.providerCallsPerRequest ?? null,
     portkey_timeout_provider_calls_per_request: t.portkey_fallback?.providerCallsPerRequest ?? null,
-    stream_ttft_added_p50_vs_portkey: ttftAdded.onejob_p50 !== null && ttftAdded.portkey_p50 !== null ? ratio(ttftAdded.onejob_p50, ttftAdded.portkey_p50) : null,
-    stream_ttft_added_p50_vs_portkey_sqlite: ttftAdded.onejob_sqlite_p50 !== null && ttftAdded.portkey_p50 !== null ? ratio(ttftAdded.onejob_sqlite_p50, ttftAdded.portkey_p50) : null,
+    stream_ttft_added_p50_vs_portkey: ttftRatio(ttftAdded, 'onejob_p50'),
+    stream_ttft_added_p50_vs_portkey_sqlite: ttftRatio(ttftAdded, 'onejob_sqlite_p50'),
+    stream50_ttft_added_p50_vs_portkey: ttftRatio(ttftAdded50, 'onejob_p50'),
+    stream50_ttft_added_p50_vs_portkey_sqlite: ttftRatio(ttftAdded50, 'onejob_sqlite_p50'),
     timeout_non_winner_usd_per_request: cost.onejob?.cost?.nonWinnersUsdPerRequest ?? null,
     timeout_non_winner_usd_per_request_hedged: cost.onejob_hedge_100ms?.cost?.nonWinnersUsdPerRequest ?? null,
     portkey_timeout_non_winner_usd_per_request: cost.portkey_fallback?.cost?.nonWinnersUsdPerRequest ?? null,
@@ -615,6 +632,7 @@ async function main(): Promise<void> {
     ratios,
     addedLatencyMs: { portkey_p50: addedPortkey, onejob_p50: addedOnejob, onejob_sqlite_p50: addedOnejobSqlite, portkey_p99: c1.portkey && c1.direct ? round(c1.portkey.p99 - c1.direct.p99, 3) : null, onejob_p99: c1.onejob && c1.direct ? round(c1.onejob.p99 - c1.direct.p99, 3) : null },
     ttftAddedMs: ttftAdded,
+    ttftAddedMs50: ttftAdded50,
     medians,
     samples,
     storm,

@@ -17,6 +17,8 @@ export interface ReportInput {
   readonly timeout: unknown;
   /** Time to first token added over the fake provider direct (ms). */
   readonly ttftAddedMs?: Record<string, number | null>;
+  /** The same with the fake's content 50 ms apart. */
+  readonly ttftAddedMs50?: Record<string, number | null>;
   readonly stream?: unknown;
   readonly waiting?: unknown;
   readonly errors: Record<string, string>;
@@ -47,6 +49,8 @@ export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readon
   portkey_timeout_provider_calls_per_request: { op: 'min', value: 0, label: 'Portkey, same scenario (anchor)' },
   stream_ttft_added_p50_vs_portkey: { op: 'max', value: 1, label: 'streaming: time to first token added over the provider direct, p50 ÷ Portkey\'s (PostgreSQL, 1 connection)' },
   stream_ttft_added_p50_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same on SQLite' },
+  stream50_ttft_added_p50_vs_portkey: { op: 'max', value: 1, label: 'the same, PostgreSQL, the provider streaming content 50 ms apart (full run, --only stream)' },
+  stream50_ttft_added_p50_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same on SQLite, content 50 ms apart' },
   timeout_non_winner_usd_per_request: { op: 'min', value: 0, label: 'timeout scenario: USD per request spent on attempts that did not win (onejob\'s account, no hedge)' },
   timeout_non_winner_usd_per_request_hedged: { op: 'min', value: 0, label: 'the same with a 100 ms hedge (onejob\'s account: attempts\' cost_usd)' },
   portkey_timeout_non_winner_usd_per_request: { op: 'min', value: 0, label: 'Portkey: duplicate executions × the per-call price, per request' },
@@ -90,6 +94,10 @@ const SERIES_LABELS: Record<string, string> = {
   stream_portkey_c1: 'streamed, Portkey: time to first token',
   stream_onejob_c1: 'streamed, onejob chat: time to first token',
   stream_onejob_sqlite_c1: 'streamed, onejob chat, SQLite: time to first token',
+  stream50_direct_c1: 'streamed (50 ms chunks), fake provider direct: TTFT',
+  stream50_portkey_c1: 'streamed (50 ms chunks), Portkey: TTFT',
+  stream50_onejob_c1: 'streamed (50 ms chunks), onejob chat: TTFT',
+  stream50_onejob_sqlite_c1: 'streamed (50 ms chunks), onejob chat, SQLite: TTFT',
 };
 
 const usdFmt = (v: unknown): string => (typeof v === 'number' ? `$${v.toFixed(4)}` : '–');
@@ -158,14 +166,18 @@ export function renderMarkdown(r: ReportInput): string {
       }
     }
   }
-  const ttft = r.ttftAddedMs;
-  if (ttft && Object.values(ttft).some((v) => v !== null)) {
-    const st = r.stream as { chunks?: string[]; chunkDelayMs?: number; requestsPerRun?: number } | null;
+  const streams = (r.stream ?? {}) as Record<string, { chunks?: string[]; chunkDelayMs?: number; requestsPerRun?: number }>;
+  const timings: [Record<string, number | null> | undefined, { chunks?: string[]; chunkDelayMs?: number; requestsPerRun?: number } | undefined][] = [
+    [r.ttftAddedMs, streams.stream], [r.ttftAddedMs50, streams.stream50],
+  ];
+  if (timings.some(([t]) => t && Object.values(t).some((v) => v !== null))) {
     lines.push('', '## Streaming: time to first token at one connection', '');
-    lines.push(
-      `From sending the request to the first SSE event carrying content; the fake provider streams ${st?.chunks?.length ?? '?'} content chunks, ${st?.chunkDelayMs ?? '?'} ms apart (the first one too), ${st?.requestsPerRun ?? '?'} requests per run. ` +
-        `Added over the fake provider direct (ms): Portkey p50 ${fmt(ttft.portkey_p50)} / p99 ${fmt(ttft.portkey_p99)}; onejob PostgreSQL p50 ${fmt(ttft.onejob_p50)} / p99 ${fmt(ttft.onejob_p99)}; onejob SQLite p50 ${fmt(ttft.onejob_sqlite_p50)} / p99 ${fmt(ttft.onejob_sqlite_p99)}.`,
-    );
+    lines.push('From sending the request to the first SSE event carrying content; added = a side minus the fake provider direct (ms).', '');
+    lines.push('| provider streams | requests per run | Portkey p50 / p99 | onejob PostgreSQL p50 / p99 | onejob SQLite p50 / p99 |', '| --- | ---: | --- | --- | --- |');
+    for (const [t, st] of timings) {
+      if (!t || !Object.values(t).some((v) => v !== null)) continue;
+      lines.push(`| ${st?.chunks?.length ?? '?'} content chunks ${st?.chunkDelayMs ?? '?'} ms apart (the first too) | ${st?.requestsPerRun ?? '?'} | ${fmt(t.portkey_p50)} / ${fmt(t.portkey_p99)} | ${fmt(t.onejob_p50)} / ${fmt(t.onejob_p99)} | ${fmt(t.onejob_sqlite_p50)} / ${fmt(t.onejob_sqlite_p99)} |`);
+    }
   }
   const waiting = r.waiting as Record<string, { fdLimit?: { soft: number }; waiting?: Record<string, unknown>; wake?: Record<string, unknown>; rampSeconds?: number; claimSeconds?: number }> | null;
   if (waiting && Object.keys(waiting).length) {
