@@ -150,7 +150,7 @@ export function renderMarkdown(r: ReportInput): string {
       const t = timeout as { perCallUsd?: number; usagePerCall?: unknown; pricing?: unknown };
       lines.push('', `### What it cost (every call reports ${JSON.stringify(t.usagePerCall)}, priced ${JSON.stringify(t.pricing)}: ${usdFmt(t.perCallUsd)} per call)`, '');
       lines.push(
-        "onejob's account is its attempts' `cost_usd` (CONTRACT §8; winner = the succeeded attempt); \"priced from provider calls\" is every call the providers received × the per-call price, the way Portkey's duplicate executions are priced (winner = one call per request answered 200).",
+        "onejob's account is its attempts' `cost_usd` (CONTRACT §8; winner = the succeeded attempt); \"priced from provider calls\" is every call the providers received × the per-call price, the way Portkey's duplicate executions are priced (winner: one call per request answered 200 for Portkey, per job that succeeded for onejob, whose late answer can win after a 409).",
         '',
         '| side | account | total / request | winners / request | non-winners / request | total | attempts without a cost |',
         '| --- | --- | ---: | ---: | ---: | ---: | ---: |',
