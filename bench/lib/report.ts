@@ -205,6 +205,9 @@ export function renderMarkdown(r: ReportInput): string {
       lines.push(`| ${p.series} | ${p.answered2xx} | ${p.cutOff} | ${p.rows} | ${fmt(p.providerCalls)} | ${p.ok ? 'ok' : `**FAILED**: ${p.problems.join('; ')}`} |`);
     }
   }
+  if (!waiting || Object.keys(waiting).length === 0) {
+    lines.push('', '"Waiting is free" is not part of quick mode: `npm run bench -- --only waiting` (results in `bench/results/<date>-only-waiting.md`) or `--full`.');
+  }
   const chat = r.chat as { notes?: string[] } | null;
   const notes = [...(chat?.notes ?? []), ...Object.entries(r.errors).map(([k, e]) => `${k}: ${e.split('\n')[0]}`)];
   if (notes.length) lines.push('', '## Notes', '', ...notes.map((n) => `- ${n}`));
