@@ -32,7 +32,7 @@
  * The peers are installed into bench/.scratch (git-ignored), never into the
  * product's package.json.
  */
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, freemem, loadavg, totalmem, platform, release } from 'node:os';
 import { resolve } from 'node:path';
 import { runAutocannon } from './lib/autocannon.ts';
@@ -506,6 +506,12 @@ async function sectionWaiting(): Promise<Record<string, unknown>> {
 
 async function waitingTier(jobs: number, chats: number): Promise<Record<string, unknown>> {
   log(`W: waiting is free — one onejob process (PostgreSQL) holding ${jobs} GET /v1/jobs/{id}?wait=60 (+4 on the first job) and ${chats} chat requests on a provider that answers after 120 s`);
+  // The server holds two sockets per waiter (client, provider), the client one: check the open-file limit first.
+  const needed = 2 * (jobs + chats + 4) + 500;
+  const limit = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? Number.POSITIVE_INFINITY);
+  if (limit < needed) {
+    throw new Error(`the open-file limit is ${limit}, the waiting series needs about ${needed}: run \`ulimit -n ${needed}\` (up to the hard limit, \`ulimit -Hn\`) in this shell first`);
+  }
   const dbName = `${DB}_waiting`;
   const url = await recreateDatabase(dbName);
   const fake = await startServer<{ url: string; countUrl: string }>(W('fake-provider.ts'), ['--delay-ms', '120000']);
