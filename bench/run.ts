@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (quick, under 3 minutes) / `npm run bench -- --full`.
+ * `npm run bench` (quick, under 4 minutes) / `npm run bench -- --full`.
  *
  * Measures onejob side by side with its anchors in ONE run, interleaving the
  * sides of every comparison (A, B, A, B…) so the machine's drift hits both:
@@ -11,7 +11,18 @@
  * 3. gateway overhead: `POST /v1/chat/completions` through onejob vs the fake
  *    provider directly vs the Portkey gateway;
  * 4. provider executions under a timeout (1 s primary, 200 ms timeout, a fallback);
- * 5. peers' keyed enqueue: pg-boss and graphile-worker vs the store vs raw `pg`.
+ * 5. peers' keyed enqueue: pg-boss and graphile-worker vs the store vs raw `pg`;
+ * 3s. streaming: time to first token at one connection (onejob on PostgreSQL
+ *    and SQLite, Portkey, the fake provider direct), parity checked;
+ * 4 also prices every provider execution (usage from the fakes, onejob's
+ *    `pricing`): spend on winners and on what did not win, per request;
+ * W. "waiting is free": one onejob process holding 2,004 long-polls and 2,000
+ *    chat requests on a slow provider (and a tenth of that): RSS, event-loop
+ *    delay, statements per second, and who wakes when one job changes. In
+ *    the full run and `--only waiting`, not in quick mode.
+ *
+ * `--only create,storm,chat,stream,timeout,waiting` runs only those sections
+ * and writes bench/results/<date>-only-<sections>.{json,md} (never latest.*).
  *
  * After every onejob series a parity check runs (`bench/lib/parity.ts`): job
  * rows = requests answered 2xx (plus at most the requests a timed run cut off
@@ -21,8 +32,8 @@
  * The peers are installed into bench/.scratch (git-ignored), never into the
  * product's package.json.
  */
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, freemem, totalmem, platform, release } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, freemem, loadavg, totalmem, platform, release } from 'node:os';
 import { resolve } from 'node:path';
 import { runAutocannon } from './lib/autocannon.ts';
 import { BENCH_DIR, runCommand, runWorker, startServer, type Started } from './lib/child.ts';
@@ -34,6 +45,14 @@ import { median, round, type RunSummary } from './lib/stats.ts';
 
 const FULL = process.argv.includes('--full');
 const KEEP = process.argv.includes('--keep');
+/** `--only a,b`: run only these sections (create, storm, chat, stream, timeout, waiting). */
+const ONLY = ((): Set<string> | null => {
+  const i = process.argv.indexOf('--only');
+  return i >= 0 ? new Set((process.argv[i + 1] ?? '').split(',').filter(Boolean)) : null;
+})();
+const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting'] as const;
+/** The waiting series (about 80 s) is in the full run and `--only waiting`, not in quick mode (which must stay under 4 minutes). */
+const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : name !== 'waiting' || FULL);
 const SECONDS = FULL ? 15 : 3;
 const ROUNDS = FULL ? 3 : 2;
 const CONCURRENCY = 32;
@@ -109,6 +128,7 @@ async function machine(): Promise<Record<string, unknown>> {
     postgres: pgVersion,
     postgresSettings: Object.fromEntries(settings.map((s) => [s.name, s.setting])),
     sqlite: 'better-sqlite3, WAL, synchronous=FULL',
+    loadAverageAtStart: loadavg().map((x) => round(x, 2)),
     mode: FULL ? 'full' : 'quick',
     secondsPerRun: SECONDS,
     rounds: ROUNDS,
@@ -250,6 +270,73 @@ async function section3(): Promise<Record<string, unknown>> {
   return { notes, onejobChat: onejobs.some((o) => o.server.info.chat) };
 }
 
+const STREAM_CHUNKS = ['The', ' quick', ' brown', ' fox'];
+
+/**
+ * Two timings of the fake's stream: content every 5 ms (series `stream_*`,
+ * every mode), and every 50 ms (`stream50_*`, the full run and `--only
+ * stream`): a gateway's fixed cost before its first byte can hide behind a
+ * provider's own time to first token, and 50 ms shows whether it does.
+ */
+async function sectionStream(): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = { stream: await streamTiming('stream', 5, FULL ? 400 : 100, FULL ? 50 : 20) };
+  if (FULL || ONLY?.has('stream')) out.stream50 = await streamTiming('stream50', 50, FULL ? 60 : 30, 5);
+  return out;
+}
+
+async function streamTiming(prefix: string, STREAM_CHUNK_DELAY_MS: number, n: number, warmup: number): Promise<Record<string, unknown>> {
+  log(`3s: streaming — time to first token, 1 connection: fake provider direct vs Portkey vs onejob (stream: true), chunks every ${STREAM_CHUNK_DELAY_MS} ms`);
+  const url = await recreateDatabase(`${DB}_stream`);
+  const sqlitePath = resolve(SCRATCH, 'bench-stream-sqlite.db');
+  for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
+  const sqliteUrl = `sqlite:${sqlitePath}`;
+  const fake = await startServer<{ url: string; countUrl: string }>(W('fake-provider.ts'), [
+    '--forget', '--behaviour', JSON.stringify({ chunks: STREAM_CHUNKS, chunkDelayMs: STREAM_CHUNK_DELAY_MS, usage: { prompt_tokens: 20, completion_tokens: 4 } }),
+  ]);
+  const calls = async (): Promise<number> => ((await (await fetch(fake.info.countUrl)).json()) as { calls: number }).calls;
+  const portkey = await startPortkey();
+  type OnejobChat = Started<{ url: string; chat: boolean }>;
+  const onejobs: { suffix: string; db: string; server: OnejobChat }[] = [];
+  const notes: string[] = [];
+  for (const [suffix, db] of [['', url], ['_sqlite', sqliteUrl]] as const) {
+    try {
+      onejobs.push({ suffix, db, server: await startServer(W('onejob-server.ts'), ['--db', db, '--provider-url', fake.info.url, '--executor', '--pool', '10']) });
+    } catch (e) {
+      notes.push(`onejob${suffix} with an executor could not start: ${String(e).split('\n')[0]}`);
+    }
+  }
+  const messages = [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }];
+  const directBody = JSON.stringify({ model: 'fake-model', stream: true, messages });
+  const onejobBody = JSON.stringify({ model: 'summarize', stream: true, messages });
+  const pkConfig = { provider: 'openai', api_key: 'sk-bench', custom_host: `${fake.info.url}/v1` };
+  const probe = (base: string, headers: Record<string, string>, body: string, fresh = false) => async (): Promise<Counted> =>
+    runWorker<Counted>(W('stream-probe.ts'), ['--url', base, '--n', String(n), '--warmup', String(warmup), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
+  const probes: [string, () => Promise<RunSummary>][] = [
+    [`${prefix}_direct_c1`, probe(fake.info.url, {}, directBody)],
+    [`${prefix}_portkey_c1`, probe(portkey.info.url, portkeyHeaders(pkConfig), directBody)],
+  ];
+  for (const { suffix, db, server } of onejobs) {
+    probes.push([`${prefix}_onejob${suffix}_c1`, () => withParity(`${prefix}_onejob${suffix}_c1`, db, probe(server.info.url, AUTH, onejobBody, true), calls)]);
+  }
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const [name, run] of rotate(probes, r)) {
+        const s = await run();
+        record(name, s);
+        const first = (s as { firstError?: string }).firstError;
+        if (first) log(`   ${name}: ${s.errors} failed streams, first: ${first}`);
+      }
+    }
+  } finally {
+    for (const o of onejobs) await o.server.stop();
+    await portkey.stop();
+    await fake.stop();
+    if (!KEEP) for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
+    if (!KEEP) await dropDatabase(`${DB}_stream`);
+  }
+  return { notes, chunks: STREAM_CHUNKS, chunkDelayMs: STREAM_CHUNK_DELAY_MS, requestsPerRun: n };
+}
+
 async function countCalls(base: string): Promise<number> {
   const res = await fetch(`${base}/calls`);
   const body = (await res.json()) as unknown;
@@ -261,75 +348,143 @@ async function resetCalls(base: string): Promise<void> {
   await fetch(`${base}/reset`, { method: 'POST' });
 }
 
+/** Usage every fake provider reports in section 4, and the price onejob is configured with (USD per million tokens). */
+const TIMEOUT_USAGE = { prompt_tokens: 1000, completion_tokens: 500 };
+const TIMEOUT_PRICING = { inputPerMTok: 2.5, outputPerMTok: 10 };
+/** One provider call priced from that usage: what every execution costs, on every side. */
+const PER_CALL_USD = (TIMEOUT_USAGE.prompt_tokens * TIMEOUT_PRICING.inputPerMTok + TIMEOUT_USAGE.completion_tokens * TIMEOUT_PRICING.outputPerMTok) / 1e6;
+
+interface CostSplit { totalUsd: number; winnersUsd: number; nonWinnersUsd: number; totalUsdPerRequest: number; winnersUsdPerRequest: number; nonWinnersUsdPerRequest: number; source: string; [k: string]: unknown }
+const usd = (x: number): number => round(x, 6);
+function split(total: number, winners: number, requests: number, source: string, extra: Record<string, unknown> = {}): CostSplit {
+  return {
+    totalUsd: usd(total), winnersUsd: usd(winners), nonWinnersUsd: usd(total - winners),
+    totalUsdPerRequest: usd(total / requests), winnersUsdPerRequest: usd(winners / requests), nonWinnersUsdPerRequest: usd((total - winners) / requests),
+    source, ...extra,
+  };
+}
+
 async function section4(): Promise<Record<string, unknown>> {
-  log(`4: provider executions under a timeout — primary answers after 1 s, 200 ms timeout, a fallback (${TIMEOUT_REQUESTS} requests each)`);
-  const primary = await startServer<{ url: string }>(W('fake-provider.ts'), ['--delay-ms', '1000']);
-  const fallback = await startServer<{ url: string }>(W('fake-provider.ts'), []);
+  log(`4: provider executions and their cost under a timeout — primary answers after 1 s, 200 ms timeout, a fallback (${TIMEOUT_REQUESTS} requests each; every call reports ${JSON.stringify(TIMEOUT_USAGE)}, priced ${JSON.stringify(TIMEOUT_PRICING)} = $${PER_CALL_USD} per call)`);
+  const usage = JSON.stringify({ usage: TIMEOUT_USAGE });
+  const primary = await startServer<{ url: string }>(W('fake-provider.ts'), ['--delay-ms', '1000', '--behaviour', usage]);
+  const fallback = await startServer<{ url: string }>(W('fake-provider.ts'), ['--behaviour', usage]);
   const portkey = await startPortkey();
   const out: Record<string, unknown> = {};
   const body = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'timeout scenario' }] });
+  const script = (base: string, behaviour: object): Promise<Response> =>
+    fetch(`${base}/script`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ default: behaviour }) });
   const reset = async (): Promise<void> => {
-    // A reset forgets the default behaviour too: restore the primary's delay.
+    // A reset forgets the default behaviour too: restore both (the primary's delay, everyone's usage).
     await resetCalls(primary.info.url);
     await resetCalls(fallback.info.url);
-    await fetch(`${primary.info.url}/script`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ default: { reply: 'slow', delayMs: 1000 } }) });
+    await script(primary.info.url, { reply: 'slow', delayMs: 1000, usage: TIMEOUT_USAGE });
+    await script(fallback.info.url, { reply: 'ok', usage: TIMEOUT_USAGE });
   };
-  const measure = async (name: string, send: (i: number) => Promise<{ status: number }>): Promise<void> => {
+  type Sent = { status: number; jobId?: string | null };
+  const measure = async (name: string, send: (i: number) => Promise<Sent>): Promise<Sent[]> => {
     await reset();
     const statuses: Record<string, number> = {};
-    await Promise.all(Array.from({ length: TIMEOUT_REQUESTS }, async (_, i) => {
-      const { status } = await send(i);
-      statuses[status] = (statuses[status] ?? 0) + 1;
+    const sent = await Promise.all(Array.from({ length: TIMEOUT_REQUESTS }, async (_, i) => {
+      const r = await send(i);
+      statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+      return r;
     }));
     await new Promise((r) => setTimeout(r, 1500)); // late answers and anything still starting
     const p = await countCalls(primary.info.url);
     const f = await countCalls(fallback.info.url);
-    out[name] = { requests: TIMEOUT_REQUESTS, primaryCalls: p, fallbackCalls: f, providerCallsPerRequest: round((p + f) / TIMEOUT_REQUESTS, 2), statuses };
-    log(`   ${name}: ${JSON.stringify(out[name])}`);
+    const ok = sent.filter((r) => r.status === 200).length;
+    out[name] = {
+      requests: TIMEOUT_REQUESTS, primaryCalls: p, fallbackCalls: f, providerCallsPerRequest: round((p + f) / TIMEOUT_REQUESTS, 2), statuses,
+      // Priced the same way on every side: each provider call × the per-call price; a request answered 200 had one winning call.
+      cost: split((p + f) * PER_CALL_USD, ok * PER_CALL_USD, TIMEOUT_REQUESTS, 'provider calls × per-call price (winner: one call per request answered 200)'),
+    };
+    return sent;
   };
   const target = (u: string, extra: object = {}): object => ({ provider: 'openai', api_key: 'sk-bench', custom_host: `${u}/v1`, ...extra });
   try {
-    const pk = (config: object) => async (): Promise<{ status: number }> => {
+    const pk = (config: object) => async (): Promise<Sent> => {
       const res = await fetch(`${portkey.info.url}/v1/chat/completions`, { method: 'POST', headers: portkeyHeaders(config), body });
       await res.arrayBuffer();
       return { status: res.status };
     };
-    await measure('portkey_fallback', pk({ strategy: { mode: 'fallback' }, targets: [target(primary.info.url, { request_timeout: 200 }), target(fallback.info.url)] }));
-    await measure('portkey_fallback_retries', pk({
-      strategy: { mode: 'fallback' },
-      retry: { attempts: 1, on_status_codes: [408, 429, 500, 502, 503, 504] },
-      targets: [target(primary.info.url, { request_timeout: 200 }), target(fallback.info.url)],
-    }));
+    for (const [name, config] of [
+      ['portkey_fallback', { strategy: { mode: 'fallback' }, targets: [target(primary.info.url, { request_timeout: 200 }), target(fallback.info.url)] }],
+      ['portkey_fallback_retries', {
+        strategy: { mode: 'fallback' },
+        retry: { attempts: 1, on_status_codes: [408, 429, 500, 502, 503, 504] },
+        targets: [target(primary.info.url, { request_timeout: 200 }), target(fallback.info.url)],
+      }],
+    ] as const) {
+      await measure(name, pk(config));
+      log(`   ${name}: ${JSON.stringify(out[name])}`);
+    }
     for (const [name, hedge] of [['onejob', null], ['onejob_hedge_100ms', 100]] as const) {
       let server: Started<{ url: string; chat: boolean }> | null = null;
       const url = await recreateDatabase(`${DB}_timeout`);
       try {
         server = await startServer(W('onejob-server.ts'), [
           '--db', url, '--provider-url', primary.info.url, '--fallback-url', fallback.info.url, '--timeout-ms', '200', '--executor', '--grace-ms', '3000',
+          '--pricing', `${TIMEOUT_PRICING.inputPerMTok},${TIMEOUT_PRICING.outputPerMTok}`,
           ...(hedge ? ['--hedge-ms', String(hedge)] : []),
         ]);
       } catch (e) {
         out[name] = { error: `could not start onejob with an executor: ${String(e).split('\n')[0]}` };
-        log(`   ${name}: ${String(out[name])}`);
+        log(`   ${name}: ${String((out[name] as { error: string }).error)}`);
         continue;
       }
       const base = server.info.url;
       const tag = `${name}-${Date.now().toString(36)}`;
       // Through the chat endpoint when this build has it; else the jobs API with a long-poll (the same executor path).
       const via = server.info.chat ? 'chat' : 'jobs';
-      await measure(name, async (i) => {
+      const sentAt = new Date(Date.now() - 1000).toISOString();
+      const sent = await measure(name, async (i) => {
         if (via === 'chat') {
           const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { ...AUTH, 'idempotency-key': `${tag}-${i}` }, body: CHAT_BODY });
           await res.arrayBuffer();
-          return { status: res.status };
+          return { status: res.status, jobId: res.headers.get('onejob-job-id') };
         }
         const res = await fetch(`${base}/v1/jobs`, { method: 'POST', headers: { ...AUTH, 'idempotency-key': `${tag}-${i}` }, body: CREATE_BODY });
         const job = (await res.json()) as { id: string };
         const done = await fetch(`${base}/v1/jobs/${job.id}?wait=5`, { headers: AUTH });
         const j = (await done.json()) as { state: string };
-        return { status: j.state === 'succeeded' ? 200 : j.state === 'unknown' ? 409 : 502 };
+        return { status: j.state === 'succeeded' ? 200 : j.state === 'unknown' ? 409 : 502, jobId: job.id };
       });
-      (out[name] as Record<string, unknown>).via = via === 'chat' ? 'POST /v1/chat/completions' : 'POST /v1/jobs + GET /v1/jobs/{id}?wait=5';
+      const o = out[name] as Record<string, unknown>;
+      o.via = via === 'chat' ? 'POST /v1/chat/completions' : 'POST /v1/jobs + GET /v1/jobs/{id}?wait=5';
+      // onejob's own account (CONTRACT §8): every attempt's cost_usd; the winner is the succeeded attempt.
+      try {
+        let total = 0;
+        let winners = 0;
+        let unpriced = 0;
+        const attemptStates: Record<string, number> = {};
+        const jobStates: Record<string, number> = {};
+        for (const r of sent) {
+          if (!r.jobId) continue;
+          const job = (await (await fetch(`${base}/v1/jobs/${r.jobId}`, { headers: AUTH })).json()) as { state: string; cost_usd: number | null; attempts: { state: string; cost_usd: number | null }[] };
+          jobStates[job.state] = (jobStates[job.state] ?? 0) + 1;
+          for (const a of job.attempts) {
+            attemptStates[a.state] = (attemptStates[a.state] ?? 0) + 1;
+            if (a.cost_usd === null) unpriced++;
+            total += a.cost_usd ?? 0;
+            if (a.state === 'succeeded') winners += a.cost_usd ?? 0;
+          }
+        }
+        const usageRes = await fetch(`${base}/v1/usage?since=${encodeURIComponent(sentAt)}`, { headers: AUTH });
+        const usageRows = usageRes.ok ? ((await usageRes.json()) as { data: { outcome: string; attempts: number; cost_usd: number | null }[] }).data : [];
+        // Priced from the provider calls, a request's call won when its job succeeded (a late answer can win after a 409).
+        const p = o.primaryCalls as number;
+        const f = o.fallbackCalls as number;
+        o.costByProviderCalls = split((p + f) * PER_CALL_USD, (jobStates.succeeded ?? 0) * PER_CALL_USD, TIMEOUT_REQUESTS, 'provider calls × per-call price (winner: one call per job that succeeded)');
+        o.cost = split(total, winners, TIMEOUT_REQUESTS, "the jobs' attempts' cost_usd (GET /v1/jobs/{id}); winner: the succeeded attempt", {
+          attemptStates, jobStates, attemptsWithoutCost: unpriced,
+          usageEndpoint: usageRes.ok ? usageRows : `GET /v1/usage answered ${usageRes.status}`,
+          usageEndpointTotalUsd: usd(usageRows.reduce((a, r) => a + (r.cost_usd ?? 0), 0)),
+        });
+      } catch (e) {
+        o.costError = String(e).split('\n')[0];
+      }
+      log(`   ${name}: ${JSON.stringify(o)}`);
       await server.stop();
     }
   } finally {
@@ -337,7 +492,48 @@ async function section4(): Promise<Record<string, unknown>> {
     await primary.stop();
     await fallback.stop();
   }
+  return { ...out, perCallUsd: PER_CALL_USD, usagePerCall: TIMEOUT_USAGE, pricing: TIMEOUT_PRICING };
+}
+
+/** The tiers of the waiting series: the target (2,000 + 2,000) and a tenth of it, where the steady state is visible. */
+const WAITING_TIERS = [[200, 200], [2000, 2000]] as const;
+
+async function sectionWaiting(): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const [jobs, chats] of WAITING_TIERS) out[`${jobs}+${chats}`] = await waitingTier(jobs, chats);
   return out;
+}
+
+async function waitingTier(jobs: number, chats: number): Promise<Record<string, unknown>> {
+  log(`W: waiting is free — one onejob process (PostgreSQL) holding ${jobs} GET /v1/jobs/{id}?wait=60 (+4 on the first job) and ${chats} chat requests on a provider that answers after 120 s`);
+  // The server holds two sockets per waiter (client, provider), the client one: check the open-file limit first.
+  const needed = 2 * (jobs + chats + 4) + 500;
+  const limit = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? Number.POSITIVE_INFINITY);
+  if (limit < needed) {
+    throw new Error(`the open-file limit is ${limit}, the waiting series needs about ${needed}: run \`ulimit -n ${needed}\` (up to the hard limit, \`ulimit -Hn\`) in this shell first`);
+  }
+  const dbName = `${DB}_waiting`;
+  const url = await recreateDatabase(dbName);
+  const fake = await startServer<{ url: string; countUrl: string }>(W('fake-provider.ts'), ['--delay-ms', '120000']);
+  let server: Started<{ url: string; pid: number; observeUrl: string }> | null = null;
+  try {
+    server = await startServer(W('onejob-server.ts'), [
+      '--db', url, '--provider-url', fake.info.url, '--timeout-ms', '300000', '--executor', '--observe',
+      // Every attempt in flight at once: the waiters wait on the provider, not on the executor's queue.
+      '--concurrency', String(jobs + chats + 100),
+    ]);
+    const res = await runWorker<Record<string, unknown>>(W('waiters.ts'), [
+      '--url', server.info.url, '--observe-url', server.info.observeUrl, '--count-url', fake.info.countUrl, '--db-name', dbName,
+      '--jobs', String(jobs), '--chats', String(chats), '--own', '5', '--window', String(FULL ? 20 : 10),
+    ], {}, 180_000);
+    log(`   waiting: ${JSON.stringify(res.waiting)}`);
+    log(`   wake: ${JSON.stringify(res.wake)}`);
+    return res;
+  } finally {
+    await server?.stop();
+    await fake.stop();
+    if (!KEEP) await dropDatabase(dbName);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -368,10 +564,13 @@ async function main(): Promise<void> {
       return null;
     }
   };
-  await attempt('create', () => section1and5(url, sqliteUrl));
-  const storm = await attempt('storm', () => section2(url));
-  const chat = await attempt('chat', () => section3());
-  const timeout = await attempt('timeout', () => section4());
+  if (ONLY) for (const name of ONLY) if (!(SECTIONS as readonly string[]).includes(name)) throw new Error(`--only: unknown section ${name} (known: ${SECTIONS.join(', ')})`);
+  if (want('create')) await attempt('create', () => section1and5(url, sqliteUrl));
+  const storm = want('storm') ? await attempt('storm', () => section2(url)) : null;
+  const chat = want('chat') ? await attempt('chat', () => section3()) : null;
+  const stream = want('stream') ? await attempt('stream', () => sectionStream()) : null;
+  const timeout = want('timeout') ? await attempt('timeout', () => section4()) : null;
+  const waiting = want('waiting') ? await attempt('waiting', () => sectionWaiting()) : null;
 
   const m = (n: string): RunSummary | null => med(n);
   const stormSame = m('storm_same');
@@ -383,6 +582,21 @@ async function main(): Promise<void> {
   const addedPortkey = c1.portkey && c1.direct ? round(c1.portkey.p50 - c1.direct.p50, 3) : null;
   const addedOnejob = c1.onejob && c1.direct ? round(c1.onejob.p50 - c1.direct.p50, 3) : null;
   const addedOnejobSqlite = c1.onejobSqlite && c1.direct ? round(c1.onejobSqlite.p50 - c1.direct.p50, 3) : null;
+  const ttftOf = (prefix: string): Record<string, number | null> => {
+    const st = { direct: m(`${prefix}_direct_c1`), portkey: m(`${prefix}_portkey_c1`), onejob: m(`${prefix}_onejob_c1`), onejobSqlite: m(`${prefix}_onejob_sqlite_c1`) };
+    const addedTtft = (side: RunSummary | null, q: 'p50' | 'p99'): number | null => (side && st.direct ? round(side[q] - st.direct[q], 3) : null);
+    return {
+      portkey_p50: addedTtft(st.portkey, 'p50'), onejob_p50: addedTtft(st.onejob, 'p50'), onejob_sqlite_p50: addedTtft(st.onejobSqlite, 'p50'),
+      portkey_p99: addedTtft(st.portkey, 'p99'), onejob_p99: addedTtft(st.onejob, 'p99'), onejob_sqlite_p99: addedTtft(st.onejobSqlite, 'p99'),
+    };
+  };
+  const ttftAdded = ttftOf('stream');
+  const ttftAdded50 = ttftOf('stream50');
+  const ttftRatio = (t: Record<string, number | null>, side: string): number | null => (t[side] != null && t.portkey_p50 != null ? ratio(t[side]!, t.portkey_p50!) : null);
+  const cost = (timeout ?? {}) as Record<string, { cost?: { nonWinnersUsdPerRequest?: number } }>;
+  type WaitTier = { waiting?: { statementsPerWaiterPerSecond?: number }; wake?: { otherWaitersAnswered?: number; ownWaitersAnswered?: number; ownWaiters?: number } };
+  const w = ((waiting ?? {}) as Record<string, WaitTier>)['2000+2000'] ?? null;
+  const wSmall = ((waiting ?? {}) as Record<string, WaitTier>)['200+200'] ?? null;
   const ratios = {
     create_http_vs_pgbench: ratio(m('http_create_pg')?.rps, m('pgbench_insert')?.rps),
     store_vs_pgbench: ratio(m('store_create_pg')?.rps, m('pgbench_insert')?.rps),
@@ -402,39 +616,64 @@ async function main(): Promise<void> {
     timeout_provider_calls_per_request: t.onejob?.providerCallsPerRequest ?? null,
     timeout_provider_calls_per_request_hedged: t.onejob_hedge_100ms?.providerCallsPerRequest ?? null,
     portkey_timeout_provider_calls_per_request: t.portkey_fallback?.providerCallsPerRequest ?? null,
+    stream_ttft_added_p50_vs_portkey: ttftRatio(ttftAdded, 'onejob_p50'),
+    stream_ttft_added_p50_vs_portkey_sqlite: ttftRatio(ttftAdded, 'onejob_sqlite_p50'),
+    stream50_ttft_added_p50_vs_portkey: ttftRatio(ttftAdded50, 'onejob_p50'),
+    stream50_ttft_added_p50_vs_portkey_sqlite: ttftRatio(ttftAdded50, 'onejob_sqlite_p50'),
+    timeout_non_winner_usd_per_request: cost.onejob?.cost?.nonWinnersUsdPerRequest ?? null,
+    timeout_non_winner_usd_per_request_hedged: cost.onejob_hedge_100ms?.cost?.nonWinnersUsdPerRequest ?? null,
+    portkey_timeout_non_winner_usd_per_request: cost.portkey_fallback?.cost?.nonWinnersUsdPerRequest ?? null,
+    waiting_statements_per_waiter_per_second: w?.waiting?.statementsPerWaiterPerSecond ?? null,
+    waiting_statements_per_waiter_per_second_400: wSmall?.waiting?.statementsPerWaiterPerSecond ?? null,
+    waiting_wake_own_waiters_answered_share: w?.wake?.ownWaiters ? round((w.wake.ownWaitersAnswered ?? 0) / w.wake.ownWaiters, 3) : null,
+    waiting_wake_other_waiters_answered: w?.wake?.otherWaitersAnswered ?? null,
   };
   const medians = Object.fromEntries(Object.keys(samples).map((k) => [k, m(k)]));
   const result = {
     date: new Date().toISOString(),
+    startedAt: new Date(started).toISOString(),
     machine: info,
     durability: 'PostgreSQL: synchronous_commit and fsync as shown in machine.postgresSettings (defaults: on). SQLite: WAL, synchronous=FULL. Every onejob figure is a durable commit before the answer.',
     peers: PEERS,
     ratios,
     addedLatencyMs: { portkey_p50: addedPortkey, onejob_p50: addedOnejob, onejob_sqlite_p50: addedOnejobSqlite, portkey_p99: c1.portkey && c1.direct ? round(c1.portkey.p99 - c1.direct.p99, 3) : null, onejob_p99: c1.onejob && c1.direct ? round(c1.onejob.p99 - c1.direct.p99, 3) : null },
+    ttftAddedMs: ttftAdded,
+    ttftAddedMs50: ttftAdded50,
     medians,
     samples,
     storm,
     chat,
+    stream,
     timeout,
+    waiting,
     parity,
     errors,
     elapsedSeconds: round((Date.now() - started) / 1000, 1),
+    loadAverageAtEnd: loadavg().map((x) => round(x, 2)),
+    only: ONLY ? [...ONLY] : null,
   };
   const dir = resolve(BENCH_DIR, 'results');
   mkdirSync(dir, { recursive: true });
   const stamp = result.date.replace(/[:]/g, '-').replace(/\..*/, '');
   const json = `${JSON.stringify(result, null, 2)}\n`;
-  writeFileSync(resolve(dir, `${stamp}${FULL ? '-full' : ''}.json`), json);
-  writeFileSync(resolve(dir, 'latest.json'), json);
   const md = renderMarkdown(result);
-  writeFileSync(resolve(dir, 'latest.md'), md);
-  writeFileSync(resolve(dir, 'latest.svg'), renderSvg(result));
+  if (ONLY) {
+    // A partial run never replaces latest.*: it is kept under its own name.
+    const name = `${stamp}-only-${[...ONLY].join('-')}`;
+    writeFileSync(resolve(dir, `${name}.json`), json);
+    writeFileSync(resolve(dir, `${name}.md`), md);
+  } else {
+    writeFileSync(resolve(dir, `${stamp}${FULL ? '-full' : ''}.json`), json);
+    writeFileSync(resolve(dir, 'latest.json'), json);
+    writeFileSync(resolve(dir, 'latest.md'), md);
+    writeFileSync(resolve(dir, 'latest.svg'), renderSvg(result));
+  }
   process.stdout.write(`\n${md}\n`);
   if (!KEEP) {
-    for (const name of [DB, `${DB}_chat`, `${DB}_timeout`]) await dropDatabase(name);
+    for (const name of [DB, `${DB}_chat`, `${DB}_timeout`, `${DB}_waiting`]) await dropDatabase(name);
     for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
   }
-  log(`done in ${result.elapsedSeconds} s → bench/results/latest.{json,md,svg}`);
+  log(`done in ${result.elapsedSeconds} s → bench/results/${ONLY ? `${stamp}-only-${[...ONLY].join('-')}.{json,md}` : 'latest.{json,md,svg}'}`);
   const failed = parity.filter((p) => !p.ok);
   if (failed.length > 0) {
     log(`PARITY FAILED in ${failed.map((p) => p.series).join(', ')}: ${failed.flatMap((p) => p.problems).join('; ')}`);

@@ -28,6 +28,7 @@ function waitForLine(child: ChildProcess, prefix: string, label: string, timeout
     child.stderr?.on('data', (d: Buffer) => {
       stderr.push(d.toString());
       if (stderr.length > 50) stderr.shift();
+      if (process.env.BENCH_VERBOSE) process.stderr.write(`[${label} stderr] ${d.toString()}`);
     });
     const rl = createInterface({ input: child.stdout! });
     const timer = setTimeout(() => {

@@ -21,6 +21,7 @@ const PARAM_VARS: Record<string, string> = {
   $7: 'NULL', // metadata
   $8: ':providers', // json
   $9: ':ts', // created_at = updated_at
+  $10: 'NULL', // trace_context
 };
 
 /** The pgbench script: a fresh random key per transaction, then the driver's statement. */

@@ -15,6 +15,12 @@ export interface ReportInput {
   readonly storm: unknown;
   readonly chat: unknown;
   readonly timeout: unknown;
+  /** Time to first token added over the fake provider direct (ms). */
+  readonly ttftAddedMs?: Record<string, number | null>;
+  /** The same with the fake's content 50 ms apart. */
+  readonly ttftAddedMs50?: Record<string, number | null>;
+  readonly stream?: unknown;
+  readonly waiting?: unknown;
   readonly errors: Record<string, string>;
   readonly durability: string;
   /** The parity check after each onejob series (`bench/lib/parity.ts`). */
@@ -41,6 +47,17 @@ export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readon
   timeout_provider_calls_per_request: { op: 'eq', value: 1, label: 'provider executions per request, 1 s primary, 200 ms timeout, no hedge' },
   timeout_provider_calls_per_request_hedged: { op: 'max', value: 2, label: 'the same with a 100 ms hedge (at most one per attempt)' },
   portkey_timeout_provider_calls_per_request: { op: 'min', value: 0, label: 'Portkey, same scenario (anchor)' },
+  stream_ttft_added_p50_vs_portkey: { op: 'max', value: 1, label: 'streaming: time to first token added over the provider direct, p50 ÷ Portkey\'s (PostgreSQL, 1 connection)' },
+  stream_ttft_added_p50_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same on SQLite' },
+  stream50_ttft_added_p50_vs_portkey: { op: 'max', value: 1, label: 'the same, PostgreSQL, the provider streaming content 50 ms apart (full run, --only stream)' },
+  stream50_ttft_added_p50_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same on SQLite, content 50 ms apart' },
+  timeout_non_winner_usd_per_request: { op: 'min', value: 0, label: 'timeout scenario: USD per request spent on attempts that did not win (onejob\'s account, no hedge)' },
+  timeout_non_winner_usd_per_request_hedged: { op: 'min', value: 0, label: 'the same with a 100 ms hedge (onejob\'s account: attempts\' cost_usd)' },
+  portkey_timeout_non_winner_usd_per_request: { op: 'min', value: 0, label: 'Portkey: duplicate executions × the per-call price, per request' },
+  waiting_statements_per_waiter_per_second: { op: 'max', value: 0.01, label: 'statements to PostgreSQL per waiter per second, 2,004 long-polls + 2,000 chats waiting (target: none per waiter)' },
+  waiting_statements_per_waiter_per_second_400: { op: 'max', value: 0.01, label: 'the same with 204 long-polls + 200 chats (steady state)' },
+  waiting_wake_own_waiters_answered_share: { op: 'eq', value: 1, label: 'share of the changed job\'s 5 waiters answered after its cancel (2,000 tier)' },
+  waiting_wake_other_waiters_answered: { op: 'eq', value: 0, label: 'other waiters answered after that one change (2,000 tier)' },
 };
 
 function verdict(name: string, v: number | null): string {
@@ -73,7 +90,17 @@ const SERIES_LABELS: Record<string, string> = {
   chat_onejob_c1: 'onejob chat, 1 connection',
   chat_onejob_sqlite: 'onejob /v1/chat/completions → fake provider, SQLite',
   chat_onejob_sqlite_c1: 'onejob chat, 1 connection, SQLite',
+  stream_direct_c1: 'streamed, fake provider direct: time to first token',
+  stream_portkey_c1: 'streamed, Portkey: time to first token',
+  stream_onejob_c1: 'streamed, onejob chat: time to first token',
+  stream_onejob_sqlite_c1: 'streamed, onejob chat, SQLite: time to first token',
+  stream50_direct_c1: 'streamed (50 ms chunks), fake provider direct: TTFT',
+  stream50_portkey_c1: 'streamed (50 ms chunks), Portkey: TTFT',
+  stream50_onejob_c1: 'streamed (50 ms chunks), onejob chat: TTFT',
+  stream50_onejob_sqlite_c1: 'streamed (50 ms chunks), onejob chat, SQLite: TTFT',
 };
+
+const usdFmt = (v: unknown): string => (typeof v === 'number' ? `$${v.toFixed(4)}` : '–');
 
 /** The Markdown report. */
 export function renderMarkdown(r: ReportInput): string {
@@ -83,7 +110,8 @@ export function renderMarkdown(r: ReportInput): string {
   lines.push(
     `Machine: ${String(m.nproc)} CPUs (${String(m.cpu)}), ${String(m.memoryGiB)} GiB RAM, ${String(m.os)}; ` +
       `${String(m.postgres).split(' on ')[0]} (${Object.entries((m.postgresSettings ?? {}) as Record<string, string>).map(([k, v]) => `${k}=${v}`).join(', ')}); ` +
-      `Node ${String(m.node)}. Load generators, servers and the database share the same cores. ` +
+      `Node ${String(m.node)}. Load average (1, 5, 15 min) at the start ${Array.isArray(m.loadAverageAtStart) ? m.loadAverageAtStart.join(', ') : '?'}` +
+      `${Array.isArray((r as { loadAverageAtEnd?: number[] }).loadAverageAtEnd) ? `, at the end ${(r as unknown as { loadAverageAtEnd: number[] }).loadAverageAtEnd.join(', ')}` : ''}; run ${String((r as { startedAt?: string }).startedAt ?? r.date).slice(11, 16)}–${r.date.slice(11, 16)} UTC. Load generators, servers and the database share the same cores. ` +
       `${String(m.secondsPerRun)} s per run, ${String(m.rounds)} interleaved rounds, medians shown; concurrency ${String(m.concurrency)}.`,
     '',
   );
@@ -110,13 +138,65 @@ export function renderMarkdown(r: ReportInput): string {
   if (timeout) {
     lines.push('', '## Provider executions under a timeout (primary answers after 1 s, 200 ms timeout, a fallback)', '');
     lines.push('| side | requests | primary calls | fallback calls | executions / request | answers |', '| --- | ---: | ---: | ---: | ---: | --- |');
-    for (const [k, v] of Object.entries(timeout)) {
+    const sides = Object.entries(timeout).filter((e): e is [string, Record<string, unknown>] => typeof e[1] === 'object' && e[1] !== null && ('requests' in e[1] || 'error' in e[1]));
+    for (const [k, v] of sides) {
       if (v.error) {
         lines.push(`| ${k} | – | – | – | – | ${String(v.error)} |`);
         continue;
       }
       lines.push(`| ${k}${v.via ? ` (${String(v.via)})` : ''} | ${fmt(v.requests as number)} | ${fmt(v.primaryCalls as number)} | ${fmt(v.fallbackCalls as number)} | ${fmt(v.providerCallsPerRequest as number)} | ${JSON.stringify(v.statuses)} |`);
     }
+    if (sides.some(([, v]) => v.cost)) {
+      const t = timeout as { perCallUsd?: number; usagePerCall?: unknown; pricing?: unknown };
+      lines.push('', `### What it cost (every call reports ${JSON.stringify(t.usagePerCall)}, priced ${JSON.stringify(t.pricing)}: ${usdFmt(t.perCallUsd)} per call)`, '');
+      lines.push(
+        "onejob's account is its attempts' `cost_usd` (CONTRACT §8; winner = the succeeded attempt); \"priced from provider calls\" is every call the providers received × the per-call price, the way Portkey's duplicate executions are priced (winner: one call per request answered 200 for Portkey, per job that succeeded for onejob, whose late answer can win after a 409).",
+        '',
+        '| side | account | total / request | winners / request | non-winners / request | total | attempts without a cost |',
+        '| --- | --- | ---: | ---: | ---: | ---: | ---: |',
+      );
+      for (const [k, v] of sides) {
+        const rows: [string, Record<string, unknown> | undefined][] = v.costByProviderCalls
+          ? [["onejob's account", v.cost as Record<string, unknown>], ['priced from provider calls', v.costByProviderCalls as Record<string, unknown>]]
+          : [['priced from provider calls', v.cost as Record<string, unknown> | undefined]];
+        for (const [label, c] of rows) {
+          if (!c) continue;
+          lines.push(`| ${k} | ${label} | ${usdFmt(c.totalUsdPerRequest)} | ${usdFmt(c.winnersUsdPerRequest)} | ${usdFmt(c.nonWinnersUsdPerRequest)} | ${usdFmt(c.totalUsd)} | ${c.attemptsWithoutCost === undefined ? '–' : String(c.attemptsWithoutCost)} |`);
+        }
+      }
+    }
+  }
+  const streams = (r.stream ?? {}) as Record<string, { chunks?: string[]; chunkDelayMs?: number; requestsPerRun?: number }>;
+  const timings: [Record<string, number | null> | undefined, { chunks?: string[]; chunkDelayMs?: number; requestsPerRun?: number } | undefined][] = [
+    [r.ttftAddedMs, streams.stream], [r.ttftAddedMs50, streams.stream50],
+  ];
+  if (timings.some(([t]) => t && Object.values(t).some((v) => v !== null))) {
+    lines.push('', '## Streaming: time to first token at one connection', '');
+    lines.push('From sending the request to the first SSE event carrying content; added = a side minus the fake provider direct (ms).', '');
+    lines.push('| provider streams | requests per run | Portkey p50 / p99 | onejob PostgreSQL p50 / p99 | onejob SQLite p50 / p99 |', '| --- | ---: | --- | --- | --- |');
+    for (const [t, st] of timings) {
+      if (!t || !Object.values(t).some((v) => v !== null)) continue;
+      lines.push(`| ${st?.chunks?.length ?? '?'} content chunks ${st?.chunkDelayMs ?? '?'} ms apart (the first too) | ${st?.requestsPerRun ?? '?'} | ${fmt(t.portkey_p50)} / ${fmt(t.portkey_p99)} | ${fmt(t.onejob_p50)} / ${fmt(t.onejob_p99)} | ${fmt(t.onejob_sqlite_p50)} / ${fmt(t.onejob_sqlite_p99)} |`);
+    }
+  }
+  const waiting = r.waiting as Record<string, { fdLimit?: { soft: number }; waiting?: Record<string, unknown>; wake?: Record<string, unknown>; rampSeconds?: number; claimSeconds?: number }> | null;
+  if (waiting && Object.keys(waiting).length) {
+    lines.push('', '## Waiting is free? One onejob process (PostgreSQL, pool 10) holding long-polls and chat requests on a provider that answers after 120 s', '');
+    lines.push(
+      'Measured over a window once every waiter is open; a wait the server answered before its job finished is re-sent after its Retry-After (default 1 s) and counted as cut short. Event-loop delay: `monitorEventLoopDelay` inside the server (what exceeds its 10 ms tick).',
+      '',
+      '| tier | waiting | cut short /s | RSS MiB | loop delay p50 / p99 / max ms | statements/s | per waiter /s | store reads per waiter /s | xact_commit/s | top statements /s | changed job: own waiters answered | others answered |',
+      '| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- | ---: |',
+    );
+    for (const [tier, t] of Object.entries(waiting)) {
+      const wt = t.waiting ?? {};
+      const wk = t.wake ?? {};
+      const d = (wt.eventLoopDelayMs ?? {}) as Record<string, number>;
+      const top = Object.entries((wt.statementsByName ?? {}) as Record<string, number>).slice(0, 3).map(([k, v]) => `${k} ${v}`).join(', ');
+      lines.push(`| ${tier} | ${fmt(wt.waiters as number)} | ${fmt(wt.cutShortDuringWindowPerSecond as number)} | ${fmt(wt.rssMiB as number)} | ${fmt(d.p50)} / ${fmt(d.p99)} / ${fmt(d.max)} | ${fmt(wt.statementsPerSecond as number)} | ${fmt(wt.statementsPerWaiterPerSecond as number)} | ${fmt(wt.getJobCallsPerWaiterPerSecond as number)} | ${fmt(wt.xactCommitsPerSecond as number)} | ${top} | ${fmt(wk.ownWaitersAnswered as number)} of ${fmt(wk.ownWaiters as number)}${wk.ownLatestAnswerMs === null ? '' : ` in ${fmt(wk.ownLatestAnswerMs as number)} ms`} (cancel ${String(wk.cancelStatus)}${Number(wk.cancelTries) > 1 ? ` after ${String(wk.cancelTries)} tries` : ''}) | ${fmt(wk.otherWaitersAnswered as number)} |`);
+    }
+    const first = Object.values(waiting)[0];
+    if (first?.fdLimit) lines.push('', `Open-file limit of the bench's processes: ${first.fdLimit.soft}.`);
   }
   if (r.parity && r.parity.length > 0) {
     lines.push('', '## Parity after each onejob series (jobs = 2xx answers, provider calls = jobs)', '');
@@ -124,6 +204,9 @@ export function renderMarkdown(r: ReportInput): string {
     for (const p of r.parity) {
       lines.push(`| ${p.series} | ${p.answered2xx} | ${p.cutOff} | ${p.rows} | ${fmt(p.providerCalls)} | ${p.ok ? 'ok' : `**FAILED**: ${p.problems.join('; ')}`} |`);
     }
+  }
+  if (!waiting || Object.keys(waiting).length === 0) {
+    lines.push('', '"Waiting is free" is not part of quick mode: `npm run bench -- --only waiting` (results in `bench/results/<date>-only-waiting.md`) or `--full`.');
   }
   const chat = r.chat as { notes?: string[] } | null;
   const notes = [...(chat?.notes ?? []), ...Object.entries(r.errors).map(([k, e]) => `${k}: ${e.split('\n')[0]}`)];

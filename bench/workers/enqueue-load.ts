@@ -56,7 +56,7 @@ async function setup(): Promise<{ op: Op; close: () => Promise<void> }> {
       op: (i) =>
         p.query({
           ...JOB_SQL.insert,
-          values: ['bench', `job_raw_${runId}_${i}`, `r-${runId}-${i}`, 'sha256:0', 'summarize', input, null, '["primary"]', new Date()],
+          values: ['bench', `job_raw_${runId}_${i}`, `r-${runId}-${i}`, 'sha256:0', 'summarize', input, null, '["primary"]', new Date(), null],
         }),
       close: () => p.end(),
     };

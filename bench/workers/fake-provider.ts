@@ -1,7 +1,8 @@
 /**
  * The fake provider (`src/testing/fake-provider-server.ts`) in its own
  * process, on loopback. `--delay-ms` sets the default behaviour's delay
- * (0: answers at once). With `--forget`, the call log is cleared every 500 ms
+ * (0: answers at once); `--behaviour <json>` adds to it any field of the
+ * fake's script language (`usage`, `chunks`, `chunkDelayMs`, `hang`…). With `--forget`, the call log is cleared every 500 ms
  * (a throughput run would otherwise keep every call in memory); without it,
  * `GET /calls` counts provider executions.
  *
@@ -20,7 +21,7 @@ import { argMap, emitReady } from '../lib/child.ts';
 
 const args = argMap(process.argv.slice(2));
 const delayMs = Number(args['delay-ms'] ?? 0);
-const behaviour = { reply: 'ok', ...(delayMs > 0 ? { delayMs } : {}) };
+const behaviour = { reply: 'ok', ...(delayMs > 0 ? { delayMs } : {}), ...(args.behaviour ? (JSON.parse(args.behaviour) as object) : {}) };
 const fake = await startFakeProvider({ host: '127.0.0.1', port: 0 });
 fake.setDefault(behaviour);
 let forgotten = 0;

@@ -9,8 +9,20 @@
  * next to the API (what `onejob serve` does, the gateway's jobs leased to it
  * at birth), built through `src/runtime/runtime.ts`.
  *
- * Prints `READY {"url", "chat": <whether POST /v1/chat/completions exists>, "executor"}`.
+ * `--pricing in,out` gives every provider `pricing` (USD per million input,
+ * output tokens; CONTRACT §8). `--concurrency N` sets the executor's
+ * concurrency (default the product's). `--observe` starts a second listener
+ * (`observeUrl`) that reports this process's RSS, event-loop delay
+ * (`perf_hooks.monitorEventLoopDelay`, 10 ms resolution, reported as what
+ * exceeds the 10 ms tick), every
+ * `pg.Client#query` issued (counted by statement name or text) and the
+ * store's calls, since the last `POST /reset` of that listener.
+ *
+ * Prints `READY {"url", "chat": <whether POST /v1/chat/completions exists>, "executor", "observeUrl"?, "pid"}`.
  */
+import { createServer } from 'node:http';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import pg from 'pg';
 import { pino } from 'pino';
 import { defineConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/build-app.ts';
@@ -22,13 +34,28 @@ import { createPostgresDriver } from '../../src/store/postgres/postgres-driver.t
 import { argMap, emitReady } from '../lib/child.ts';
 
 const args = argMap(process.argv.slice(2));
+const observe = args.observe === 'true';
+// Counts every statement this process sends to PostgreSQL (pooled clients and the LISTEN one).
+const statements = new Map<string, number>();
+if (observe) {
+  const origQuery = pg.Client.prototype.query as (...a: unknown[]) => unknown;
+  (pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown }).query = function (this: unknown, ...a: unknown[]) {
+    const q = a[0] as string | { name?: string; text?: string } | undefined;
+    const key = typeof q === 'string' ? q : (q?.name ?? q?.text ?? '?');
+    const label = key.replace(/\s+/g, ' ').trim().slice(0, 70);
+    statements.set(label, (statements.get(label) ?? 0) + 1);
+    return origQuery.apply(this, a);
+  } as never;
+}
+const pricing = args.pricing ? (([i, o]) => ({ inputPerMTok: Number(i), outputPerMTok: Number(o) }))(args.pricing.split(',')) : undefined;
 const db = args.db ?? 'sqlite::memory:';
 const timeoutMs = Number(args['timeout-ms'] ?? 20_000);
-const providers: Record<string, { type: 'openai'; baseUrl: string; model: string; apiKey: string; timeoutMs: number }> = {
-  primary: { type: 'openai', baseUrl: `${args['provider-url'] ?? 'http://127.0.0.1:9'}/v1`, model: 'fake-model', apiKey: 'sk-bench', timeoutMs },
+type BenchProvider = { type: 'openai'; baseUrl: string; model: string; apiKey: string; timeoutMs: number; pricing?: { inputPerMTok: number; outputPerMTok: number } };
+const providers: Record<string, BenchProvider> = {
+  primary: { type: 'openai', baseUrl: `${args['provider-url'] ?? 'http://127.0.0.1:9'}/v1`, model: 'fake-model', apiKey: 'sk-bench', timeoutMs, ...(pricing ? { pricing } : {}) },
 };
 if (args['fallback-url']) {
-  providers.fallback = { type: 'openai', baseUrl: `${args['fallback-url']}/v1`, model: 'fake-model', apiKey: 'sk-bench', timeoutMs };
+  providers.fallback = { type: 'openai', baseUrl: `${args['fallback-url']}/v1`, model: 'fake-model', apiKey: 'sk-bench', timeoutMs, ...(pricing ? { pricing } : {}) };
 }
 const config = defineConfig({
   databaseUrl: db,
@@ -43,16 +70,34 @@ const store = args.pipelines && db.startsWith('postgres')
   ? new JobStore(await createPostgresDriver({ connectionString: db, max: args.pool ? Number(args.pool) : undefined, jobInsertPipelines: Number(args.pipelines) }))
   : await openStore(db, args.pool ? { poolSize: Number(args.pool) } : {});
 await store.migrate();
+// With --observe, the store's calls are counted by method (a Proxy; the product is unchanged).
+const storeCalls = new Map<string, number>();
+const observedStore = observe
+  ? new Proxy(store, {
+    get(t, key) {
+      const v = Reflect.get(t, key, t) as unknown;
+      if (typeof v !== 'function' || typeof key !== 'string') return v;
+      return (...a: unknown[]) => {
+        storeCalls.set(key, (storeCalls.get(key) ?? 0) + 1);
+        return (v as (...x: unknown[]) => unknown).apply(t, a);
+      };
+    },
+  })
+  : store;
+if (observe) statements.clear(); // the migration's statements are not the workload's
 const logger = pino({ level: process.env.BENCH_SERVER_LOG ?? 'silent' });
 let executor: (InlineRunner & { start(): Promise<void>; stop(): Promise<void> }) | null = null;
 if (args.executor === 'true') {
   // The runtime wires providers, contracts and gates the way `onejob serve` does.
-  const runtime = await createRuntime({ config, store, logger });
-  executor = runtime.createExecutor({ pollMs: 1000, lateAnswerGraceMs: Number(args['grace-ms'] ?? 5000) });
+  const runtime = await createRuntime({ config, store: observedStore, logger });
+  executor = runtime.createExecutor({
+    pollMs: 1000, lateAnswerGraceMs: Number(args['grace-ms'] ?? 5000),
+    ...(args.concurrency ? { concurrency: Number(args.concurrency) } : {}),
+  });
   await executor.start();
 }
 // As in `onejob serve`: gateway jobs run their first attempt on this process's executor at once (the fast path).
-const app = buildApp({ store, config, logger, executor: executor ?? undefined });
+const app = buildApp({ store: observedStore, config, logger, executor: executor ?? undefined });
 
 await app.listen({ host: '127.0.0.1', port: Number(args.port ?? 0) });
 const address = app.server.address();
@@ -72,4 +117,34 @@ const shutdown = async (): Promise<void> => {
 };
 process.on('SIGTERM', () => void shutdown());
 process.on('SIGINT', () => void shutdown());
-emitReady({ url: `http://127.0.0.1:${port}`, chat, executor: executor !== null });
+let observeUrl: string | undefined;
+if (observe) {
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
+  let since = performance.now();
+  const observer = createServer((req, res) => {
+    if (req.method === 'POST') {
+      loop.reset();
+      statements.clear();
+      storeCalls.clear();
+      since = performance.now();
+      res.end('{}');
+      return;
+    }
+    // The histogram records the interval between ticks of a 10 ms timer: the delay is what exceeds 10 ms.
+    const ms = (ns: number): number => Math.max(0, Math.round((ns - 10e6) / 1e4) / 100);
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({
+      seconds: (performance.now() - since) / 1000,
+      rssBytes: process.memoryUsage.rss(),
+      heapUsedBytes: process.memoryUsage().heapUsed,
+      eventLoopDelayMs: { p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max), mean: ms(loop.mean) },
+      statements: Object.fromEntries([...statements].sort((a, b) => b[1] - a[1])),
+      storeCalls: Object.fromEntries([...storeCalls].sort((a, b) => b[1] - a[1])),
+    }));
+  });
+  await new Promise<void>((r) => observer.listen(0, '127.0.0.1', r));
+  const oa = observer.address();
+  observeUrl = `http://127.0.0.1:${typeof oa === 'object' && oa ? oa.port : 0}`;
+}
+emitReady({ url: `http://127.0.0.1:${port}`, chat, executor: executor !== null, pid: process.pid, ...(observeUrl ? { observeUrl } : {}) });

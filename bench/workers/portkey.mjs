@@ -19,3 +19,15 @@ net.Server.prototype.listen = function patchedListen(...args) {
 };
 // The gateway clears the console and prints a banner; keep stdout parseable.
 console.clear = () => {};
+// The gateway (1.15.2) streams an upstream response by handing on the Response
+// fetch() returned and then appending its own headers to it; on Node 20 those
+// headers are immutable, so every streamed request failed with a 500
+// ("TypeError: immutable" in updateHeaders). Streamed answers are re-wrapped
+// in a Response of the same body, status and headers (mutable headers, the
+// body is not read or copied); every other answer is handed on unchanged.
+const upstreamFetch = globalThis.fetch;
+globalThis.fetch = async function benchFetch(...args) {
+  const res = await upstreamFetch.apply(this, args);
+  if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) return res;
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers: new Headers(res.headers) });
+};
