@@ -594,7 +594,7 @@ async function main(): Promise<void> {
   const ttftAdded50 = ttftOf('stream50');
   const ttftRatio = (t: Record<string, number | null>, side: string): number | null => (t[side] != null && t.portkey_p50 != null ? ratio(t[side]!, t.portkey_p50!) : null);
   const cost = (timeout ?? {}) as Record<string, { cost?: { nonWinnersUsdPerRequest?: number } }>;
-  type WaitTier = { waiting?: { statementsPerWaiterPerSecond?: number }; wake?: { otherWaitersAnswered?: number; ownWaitersAnswered?: number; ownWaiters?: number } };
+  type WaitTier = { waiting?: WaitFigures; wake?: { otherWaitersAnswered?: number; ownWaitersAnswered?: number; ownWaiters?: number } };
   const w = ((waiting ?? {}) as Record<string, WaitTier>)['2000+2000'] ?? null;
   const wSmall = ((waiting ?? {}) as Record<string, WaitTier>)['200+200'] ?? null;
   const ratios = {
@@ -625,6 +625,9 @@ async function main(): Promise<void> {
     portkey_timeout_non_winner_usd_per_request: cost.portkey_fallback?.cost?.nonWinnersUsdPerRequest ?? null,
     waiting_statements_per_waiter_per_second: w?.waiting?.statementsPerWaiterPerSecond ?? null,
     waiting_statements_per_waiter_per_second_400: wSmall?.waiting?.statementsPerWaiterPerSecond ?? null,
+    // What one more waiter costs: the statements/s added between the two tiers, per waiter added (the executor's
+    // heartbeat and the one batched sweep are there with any number of waiters).
+    waiting_marginal_statements_per_waiter_per_second: marginalPerWaiter(wSmall?.waiting, w?.waiting),
     waiting_wake_own_waiters_answered_share: w?.wake?.ownWaiters ? round((w.wake.ownWaitersAnswered ?? 0) / w.wake.ownWaiters, 3) : null,
     waiting_wake_other_waiters_answered: w?.wake?.otherWaitersAnswered ?? null,
   };
@@ -685,3 +688,17 @@ main().catch((e) => {
   process.stderr.write(`${e instanceof Error ? e.stack : String(e)}\n`);
   process.exit(1);
 });
+
+/** The waiting series' figures of one tier (bench/workers/waiters.ts). */
+interface WaitFigures {
+  readonly waiters?: number;
+  readonly statementsPerSecond?: number;
+  readonly statementsPerWaiterPerSecond?: number;
+}
+
+/** Statements/s one more waiter adds: the difference between two tiers over the waiters added (null unless both ran). */
+function marginalPerWaiter(small: WaitFigures | undefined, large: WaitFigures | undefined): number | null {
+  if (small?.statementsPerSecond === undefined || large?.statementsPerSecond === undefined || small.waiters === undefined || large.waiters === undefined) return null;
+  const added = large.waiters - small.waiters;
+  return added > 0 ? round(Math.max(0, large.statementsPerSecond - small.statementsPerSecond) / added, 5) : null;
+}

@@ -55,7 +55,8 @@ export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readon
   timeout_non_winner_usd_per_request_hedged: { op: 'min', value: 0, label: 'the same with a 100 ms hedge (onejob\'s account: attempts\' cost_usd)' },
   portkey_timeout_non_winner_usd_per_request: { op: 'min', value: 0, label: 'Portkey: duplicate executions × the per-call price, per request' },
   waiting_statements_per_waiter_per_second: { op: 'max', value: 0.01, label: 'statements to PostgreSQL per waiter per second, 2,004 long-polls + 2,000 chats waiting (target: none per waiter)' },
-  waiting_statements_per_waiter_per_second_400: { op: 'max', value: 0.01, label: 'the same with 204 long-polls + 200 chats (steady state)' },
+  waiting_statements_per_waiter_per_second_400: { op: 'min', value: 0, label: 'the same with 204 long-polls + 200 chats (anchor: the constant background, heartbeat and one sweep, over fewer waiters)' },
+  waiting_marginal_statements_per_waiter_per_second: { op: 'max', value: 0.01, label: 'statements/s one more waiter adds: (2,000 tier − 200 tier) ÷ waiters added (target: none per waiter)' },
   waiting_wake_own_waiters_answered_share: { op: 'eq', value: 1, label: 'share of the changed job\'s 5 waiters answered after its cancel (2,000 tier)' },
   waiting_wake_other_waiters_answered: { op: 'eq', value: 0, label: 'other waiters answered after that one change (2,000 tier)' },
 };

@@ -134,7 +134,8 @@ export async function settleChatJob(
 ): Promise<JobWithAttempts> {
   const { metrics } = ctx;
   const { replayed } = created;
-  const job = await waitForJob(ctx, request, reply, created.job, options.maxWaitMs, created.start);
+  const ended = { readFailed: false };
+  const job = await waitForJob(ctx, request, reply, created.job, options.maxWaitMs, created.start, ended);
   const retryLater = (): void => {
     reply.header('retry-after', String(Math.max(1, Math.ceil(options.retryAfterMs / 1000)))).header('retry-after-ms', String(options.retryAfterMs));
   };
@@ -167,7 +168,9 @@ export async function settleChatJob(
       metrics.chatRequests.inc({ outcome: gone ? 'client_closed' : 'pending', replayed });
       if (!gone) request.log.info({ state: job.state, shutting_down: ctx.closing.aborted }, 'chat wait ended with the job still running');
       retryLater();
-      const why = ctx.closing.aborted ? 'the server is shutting down' : `the wait ended after ${options.maxWaitMs} ms`;
+      const why = ctx.closing.aborted
+        ? 'the server is shutting down'
+        : ended.readFailed ? 'the job could not be read from the database' : `the wait ended after ${options.maxWaitMs} ms`;
       throw new OnejobError('attempt_in_flight', `job ${job.id} is still ${job.state} (${why}); retry with the same Idempotency-Key to keep waiting`, {
         details: { ...details, state: job.state },
       });

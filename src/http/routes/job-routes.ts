@@ -49,11 +49,13 @@ function settledForWait(job: JobWithAttempts): boolean {
  * the client goes away, through the app's {@link JobWatch} (changes pushed,
  * other processes' read once per job). Shared by the long-poll and the
  * gateway endpoints. `start` (the fast path: the job's first attempt, leased
- * to this process) runs once the wait is subscribed. The client going away is
+ * to this process) runs once the wait is subscribed; `ended.readFailed` says
+ * the wait ended because the job could not be read. The client going away is
  * seen on the response: a request stream closes as soon as its body has been read.
  */
 export async function waitForJob(
   ctx: AppContext, request: FastifyRequest, reply: FastifyReply, first: JobWithAttempts, waitMs: number, start?: () => void,
+  ended?: { readFailed: boolean },
 ): Promise<JobWithAttempts> {
   let latest = first;
   if (waitMs <= 0 || settledForWait(latest) || ctx.closing.aborted) {
@@ -81,6 +83,7 @@ export async function waitForJob(
       },
       onError: (error) => {
         request.log.warn({ err: error }, 'long-poll re-read failed; answering with the last state read');
+        if (ended) ended.readFailed = true;
         finish();
       },
     }, { readNow: start === undefined, state: first.state });
