@@ -138,6 +138,23 @@ export interface JobStreamClaimParams {
   readonly ownerId: string;
   readonly id: string;
   readonly attemptId: string;
+  /** The claiming attempt's lease: it must hold it, unexpired. */
+  readonly leaseOwner: string;
+  readonly leaseToken: string;
+  /** Stands in for the database's clock (tests); null: the database's own. */
+  readonly now: Date | null;
+}
+
+/** Parameters of {@link DriverQueries.attemptMarkRunning}. */
+export interface MarkRunningParams {
+  readonly ownerId: string;
+  readonly attemptId: string;
+  readonly leaseOwner: string;
+  readonly leaseToken: string;
+  /** The deadline is now + this. */
+  readonly timeoutMs: number;
+  /** Stands in for the database's clock (tests); null: the database's own. */
+  readonly now: Date | null;
 }
 
 /** A new attempt row. `leaseOwner`/`leaseToken`/`leaseExpiresAt` are all set (claimed at birth) or all null. */
@@ -272,13 +289,22 @@ export interface DriverQueries {
   /** The outcome compare-and-swap; returns whether it applied (false: the caller lost). */
   jobFinish(params: JobFinishParams): Promise<boolean>;
   /**
-   * The stream compare-and-swap (CONTRACT §7): sets the job's
-   * `stream_attempt_id` to the attempt, `WHERE` the job is undecided
-   * (`completed_by IS NULL`, not terminal) and the stream is unclaimed, already
+   * The stream compare-and-swap (CONTRACT §7), in one statement: sets the
+   * job's `stream_attempt_id` to the attempt, `WHERE` the job is undecided
+   * (`completed_by IS NULL`, not terminal), the stream is unclaimed, already
    * this attempt's, or held by an attempt that ended definitely (`failed`,
-   * `cancelled`, `superseded`: the job failed over). Returns whether it applied.
+   * `cancelled`, `superseded`: the job failed over), and the attempt is
+   * active and holds its lease (the job's row locked first, then the
+   * attempt's, as every store transaction does); writes the
+   * `attempt.stream_claimed` event. Returns whether it applied.
    */
   jobStreamClaim(params: JobStreamClaimParams): Promise<boolean>;
+  /**
+   * `starting` → `running` with `deadline_at` = now + `timeoutMs`, fenced by
+   * the lease, and the `attempt.running` event, in one statement. Returns
+   * whether it applied.
+   */
+  attemptMarkRunning(params: MarkRunningParams): Promise<boolean>;
   /** The attempt holding the job's stream (`stream_attempt_id`), or null. */
   jobStreamOwner(ownerId: string, id: string): Promise<string | null>;
   /**

@@ -436,33 +436,16 @@ export class JobStore implements Store {
     return claimed;
   }
 
-  async claimStream(p: { ownerId: string; jobId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean> {
-    return this.#driver.transaction(async (q) => {
-      const attempt = await q.attemptGet(p.ownerId, p.attemptId);
-      if (!attempt || attempt.jobId !== p.jobId || !isAttemptActive(attempt.state)) return false;
-      const now = await this.#now(q);
-      if (!holdsLease(attempt, { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken }, now)) return false;
-      const ok = await q.jobStreamClaim({ ownerId: p.ownerId, id: p.jobId, attemptId: p.attemptId });
-      if (ok) await q.eventInsert([event(attempt, attempt.id, 'attempt.stream_claimed', now, {})]);
-      return ok;
+  claimStream(p: { ownerId: string; jobId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean> {
+    if (!isPlausibleId(p.jobId) || !isPlausibleId(p.attemptId)) return Promise.resolve(false);
+    return this.#driver.queries.jobStreamClaim({
+      ownerId: p.ownerId, id: p.jobId, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now: this.#databaseClock?.now() ?? null,
     });
   }
 
-  async markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean> {
-    const applied = await this.#driver.transaction(async (q) => {
-      const now = await this.#now(q);
-      const ok = await q.attemptUpdate({
-        ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting'],
-        fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
-        set: { state: 'running', deadlineAt: new Date(now.getTime() + p.timeoutMs) },
-      });
-      if (ok) {
-        const a = (await q.attemptGet(p.ownerId, p.attemptId))!;
-        await q.eventInsert([event(a, a.id, 'attempt.running', now, { deadline_at: a.deadlineAt?.toISOString() })]);
-      }
-      return ok;
-    });
-    return applied;
+  markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean> {
+    if (!isPlausibleId(p.attemptId)) return Promise.resolve(false);
+    return this.#driver.queries.attemptMarkRunning({ ...p, now: this.#databaseClock?.now() ?? null });
   }
 
   async markUnknown(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean> {

@@ -651,6 +651,31 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         }
       });
 
+      it('the stream claim and the running mark are fenced in one statement: a stolen token, an expired lease or another job\'s attempt changes nothing', async () => {
+        const { claimed, job } = await createLeased('fast-fence-stream');
+        const a = claimed!.attempt;
+        const other = (await createLeased('fast-fence-other')).claimed!.attempt;
+        const claim = (x: Partial<{ jobId: string; attemptId: string; leaseToken: string }> = {}) =>
+          store.claimStream({ ownerId: OWNER, jobId: job.id, attemptId: a.id, ...fenceOf(a), ...x });
+        expect(await claim({ leaseToken: 'lease_stolen' })).toBe(false);
+        expect(await claim({ attemptId: other.id, leaseToken: other.leaseToken! })).toBe(false);
+        expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, leaseOwner: EXECUTOR, leaseToken: 'lease_stolen', timeoutMs: 1000 })).toBe(false);
+        expect((await store.getAttempt(OWNER, a.id))?.state).toBe('starting');
+        expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a), timeoutMs: 1000 })).toBe(true);
+        expect((await store.getAttempt(OWNER, a.id))?.deadlineAt?.getTime()).toBe(clock.now().getTime() + 1000);
+        expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a), timeoutMs: 1000 })).toBe(false); // running already
+        expect(await claim()).toBe(true);
+        expect(await claim()).toBe(true); // its own stream, again
+        const events = (await store.listEvents(OWNER, job.id)).map((e) => e.type);
+        expect(events.filter((t) => t === 'attempt.running')).toHaveLength(1);
+        expect(events.filter((t) => t === 'attempt.stream_claimed')).toHaveLength(2);
+        clock.advance(LEASE_MS + 1);
+        const late = (await createLeased('fast-fence-late')).claimed!.attempt; // leased from now on
+        clock.advance(LEASE_MS + 1);
+        expect(await store.claimStream({ ownerId: OWNER, jobId: late.jobId, attemptId: late.id, ...fenceOf(late) })).toBe(false);
+        expect(await store.markRunning({ ownerId: OWNER, attemptId: late.id, ...fenceOf(late), timeoutMs: 1000 })).toBe(false);
+      });
+
       it('an expired lease is fenced out: lease_lost and nothing written', async () => {
         const { claimed, job } = await createLeased('fast-fenced');
         clock.advance(LEASE_MS + 1);

@@ -4,13 +4,30 @@
  * Every transition is a guarded UPDATE that reports whether it applied; the
  * claim and lease queries are the executor's and span owners.
  */
-import type { AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, LeaseExtendParams } from '../driver.ts';
+import type { AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, LeaseExtendParams, MarkRunningParams } from '../driver.ts';
 import type { Attempt } from '../../core/types.ts';
 import { ATTEMPT_COLUMNS, attemptFromRow, jsonParam, type AttemptRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
 
 /** The fixed statements of this file, by name ({@link attemptUpdate} builds its own). */
 export const ATTEMPT_SQL = {
+  markRunning: {
+    name: 'onejob_attempt_mark_running',
+    text: `WITH t AS (SELECT COALESCE($6::timestamptz, clock_timestamp()) AS now),
+a AS (
+  UPDATE attempts SET state = 'running', deadline_at = t.now + $5 * interval '1 millisecond'
+  FROM t
+  WHERE owner_id = $1 AND id = $2 AND state = 'starting' AND lease_owner = $3 AND lease_token = $4 AND lease_expires_at > t.now
+  RETURNING attempts.owner_id, attempts.job_id, attempts.id, attempts.deadline_at
+),
+e AS (
+  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
+  SELECT a.owner_id, a.job_id, a.id, 'attempt.running',
+         json_build_object('deadline_at', to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')), t.now
+  FROM a, t
+)
+SELECT count(*)::int AS n FROM a`,
+  },
   insert: {
     name: 'onejob_attempt_insert',
     text: `INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version,
@@ -180,4 +197,10 @@ export async function attemptExtendLeases(db: Queryable, p: LeaseExtendParams): 
 export async function attemptListLeaseExpired(db: Queryable, now: Date, limit: number): Promise<Attempt[]> {
   const res = await db.query<AttemptRow>({ ...ATTEMPT_SQL.listLeaseExpired, values: [now, limit] });
   return res.rows.map(attemptFromRow);
+}
+
+/** See {@link DriverQueries.attemptMarkRunning}. */
+export async function attemptMarkRunning(db: Queryable, p: MarkRunningParams): Promise<boolean> {
+  const res = await db.query<{ n: number }>({ ...ATTEMPT_SQL.markRunning, values: [p.ownerId, p.attemptId, p.leaseOwner, p.leaseToken, p.timeoutMs, p.now] });
+  return res.rows[0]?.n === 1;
 }

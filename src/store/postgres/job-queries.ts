@@ -52,9 +52,25 @@ WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL AND st
   },
   streamClaim: {
     name: 'onejob_job_stream_claim',
-    text: `UPDATE jobs SET stream_attempt_id = $3
-WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERMINAL}
-  AND (stream_attempt_id IS NULL OR stream_attempt_id = $3 OR ${STREAM_OWNER_ENDED})`,
+    text: `WITH t AS (SELECT COALESCE($6::timestamptz, clock_timestamp()) AS now),
+j0 AS (
+  SELECT jobs.id FROM jobs
+  WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERMINAL}
+    AND (stream_attempt_id IS NULL OR stream_attempt_id = $3 OR ${STREAM_OWNER_ENDED})
+  FOR UPDATE
+),
+a0 AS (
+  SELECT attempts.id FROM attempts, t, j0
+  WHERE attempts.owner_id = $1 AND attempts.id = $3 AND attempts.job_id = j0.id AND attempts.state IN ('starting', 'running', 'unknown')
+    AND attempts.lease_owner = $4 AND attempts.lease_token = $5 AND attempts.lease_expires_at > t.now
+  FOR UPDATE OF attempts
+),
+j AS (UPDATE jobs SET stream_attempt_id = $3 FROM a0 WHERE jobs.owner_id = $1 AND jobs.id = $2 RETURNING jobs.id),
+e AS (
+  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
+  SELECT $1, j.id, $3, 'attempt.stream_claimed', '{}'::json, t.now FROM j, t
+)
+SELECT count(*)::int AS n FROM j`,
   },
   streamOwner: {
     name: 'onejob_job_stream_owner',
@@ -163,8 +179,8 @@ export async function jobFinish(db: Queryable, p: JobFinishParams): Promise<bool
 
 /** See {@link DriverQueries.jobStreamClaim}. */
 export async function jobStreamClaim(db: Queryable, p: JobStreamClaimParams): Promise<boolean> {
-  const res = await db.query({ ...JOB_SQL.streamClaim, values: [p.ownerId, p.id, p.attemptId] });
-  return res.rowCount === 1;
+  const res = await db.query<{ n: number }>({ ...JOB_SQL.streamClaim, values: [p.ownerId, p.id, p.attemptId, p.leaseOwner, p.leaseToken, p.now] });
+  return res.rows[0]?.n === 1;
 }
 
 /** See {@link DriverQueries.jobStreamOwner}. */

@@ -181,6 +181,7 @@ function queriesOn(db: Queryable): DriverQueries {
     attemptListByJobs: (ownerId, jobIds) => attempts.attemptListByJobs(db, ownerId, jobIds),
     attemptGet: (ownerId, id) => attempts.attemptGet(db, ownerId, id),
     attemptUpdate: (params) => attempts.attemptUpdate(db, params),
+    attemptMarkRunning: (params) => attempts.attemptMarkRunning(db, params),
     attemptClaim: (params) => attempts.attemptClaim(db, params),
     attemptExtendLeases: (params) => attempts.attemptExtendLeases(db, params),
     attemptListLeaseExpired: (now, limit) => attempts.attemptListLeaseExpired(db, now, limit),

@@ -25,6 +25,18 @@ WHERE owner_id = @ownerId AND id = @attemptId AND job_id = @jobId AND state IN (
     AND (j.stream_attempt_id IS NULL OR j.stream_attempt_id = @attemptId))
 RETURNING *`;
 
+/** `starting` → `running`, fenced (see `DriverQueries.attemptMarkRunning`). */
+export const ATTEMPT_MARK_RUNNING = `
+UPDATE attempts SET state = 'running', deadline_at = @deadlineAt
+WHERE owner_id = @ownerId AND id = @attemptId AND state = 'starting'
+  AND lease_owner = @leaseOwner AND lease_token = @leaseToken AND lease_expires_at > @now
+RETURNING job_id`;
+
+/** The `attempt.running` event of {@link ATTEMPT_MARK_RUNNING}, its job read from the attempt. */
+export const ATTEMPT_RUNNING_EVENT = `
+INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
+SELECT owner_id, job_id, id, 'attempt.running', @data, @at FROM attempts WHERE owner_id = @ownerId AND id = @attemptId`;
+
 export const ATTEMPT_LIST_BY_JOB = `SELECT * FROM attempts WHERE owner_id = ? AND job_id = ? ORDER BY number`;
 
 export const ATTEMPT_LIST_BY_JOBS = `

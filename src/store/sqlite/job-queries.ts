@@ -55,7 +55,9 @@ WHERE owner_id = @ownerId AND id = @id AND version = @expectedVersion AND comple
 export const JOB_STREAM_CLAIM = `
 UPDATE jobs SET stream_attempt_id = @attemptId
 WHERE owner_id = @ownerId AND id = @id AND completed_by IS NULL AND state NOT IN ('succeeded', 'failed', 'cancelled')
-  AND (stream_attempt_id IS NULL OR stream_attempt_id = @attemptId OR ${STREAM_OWNER_ENDED})`;
+  AND (stream_attempt_id IS NULL OR stream_attempt_id = @attemptId OR ${STREAM_OWNER_ENDED})
+  AND EXISTS (SELECT 1 FROM attempts a WHERE a.owner_id = @ownerId AND a.id = @attemptId AND a.job_id = @id
+    AND a.state IN ('starting', 'running', 'unknown') AND a.lease_owner = @leaseOwner AND a.lease_token = @leaseToken AND a.lease_expires_at > @now)`;
 
 export const JOB_STREAM_OWNER = `SELECT stream_attempt_id FROM jobs WHERE owner_id = ? AND id = ?`;
 

@@ -33,7 +33,7 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobEventType } from '../../co
 import type {
   JobStreamClaimParams,
   AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, Driver, DriverQueries, EventInsertRow,
-  FirstAttemptRow, JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, LeaseExtendParams, MigrationResult, SettleWonParams,
+  FirstAttemptRow, JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, LeaseExtendParams, MarkRunningParams, MigrationResult, SettleWonParams,
 } from '../driver.ts';
 import { loadMigrations } from '../migration-files.ts';
 import { isTransientDatabaseError } from '../transient-errors.ts';
@@ -432,7 +432,6 @@ class SqliteDriver implements Driver {
           ownerId: p.ownerId, id: p.id, expectedVersion: p.expectedVersion, state: p.state, completedBy: p.completedBy,
           result: json(p.result), error: p.error === null ? null : json(p.error), skipped: json(p.skipped), now: p.now.getTime(),
         })) === 1,
-      jobStreamClaim: async (p: JobStreamClaimParams) => (await run(J.JOB_STREAM_CLAIM, { ownerId: p.ownerId, id: p.id, attemptId: p.attemptId })) === 1,
       jobStreamOwner: async (ownerId, id) => ((await get(J.JOB_STREAM_OWNER, ownerId, id))?.stream_attempt_id as string | null | undefined) ?? null,
       jobListQueuedForUpdate: async (limit) => (await all(J.JOB_LIST_QUEUED, limit)).map(toJob),
 
@@ -506,8 +505,30 @@ function stepApplied(result: unknown): boolean {
  * with its first attempt and winning settle (see `DriverQueries`), over
  * `script` (the group commit, or a transaction's statements).
  */
-function scriptedWrites(script: (steps: ScriptStep[]) => Promise<unknown[]>): Pick<DriverQueries, 'jobInsert' | 'jobInsertLeased' | 'attemptSettleWon'> {
+function scriptedWrites(
+  script: (steps: ScriptStep[]) => Promise<unknown[]>,
+): Pick<DriverQueries, 'jobInsert' | 'jobInsertLeased' | 'attemptSettleWon' | 'jobStreamClaim' | 'attemptMarkRunning'> {
   return {
+    jobStreamClaim: async (p: JobStreamClaimParams) => {
+      const now = (p.now ?? new Date()).getTime();
+      const [claimed] = await script([
+        { k: 'run', s: J.JOB_STREAM_CLAIM, p: [{ ownerId: p.ownerId, id: p.id, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now }] },
+        { k: 'run', s: E.EVENT_INSERT, if: 0, p: [{ ownerId: p.ownerId, jobId: p.id, attemptId: p.attemptId, type: 'attempt.stream_claimed', data: '{}', at: now }] },
+      ]);
+      return claimed === 1;
+    },
+    attemptMarkRunning: async (p: MarkRunningParams) => {
+      const now = (p.now ?? new Date()).getTime();
+      const deadlineAt = now + p.timeoutMs;
+      const [marked] = await script([
+        { k: 'get', s: A.ATTEMPT_MARK_RUNNING, p: [{ ownerId: p.ownerId, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now, deadlineAt }] },
+        {
+          k: 'run', s: A.ATTEMPT_RUNNING_EVENT, if: 0,
+          p: [{ ownerId: p.ownerId, attemptId: p.attemptId, data: json({ deadline_at: new Date(deadlineAt).toISOString() }), at: now }],
+        },
+      ]);
+      return Boolean(marked);
+    },
     jobInsert: async (r: JobInsertRow) => {
       const [job] = await script([{ k: 'get', s: J.JOB_INSERT, p: [jobInsertParams(r, 'queued')] }]);
       return job ? toJob(job as Row) : null;
