@@ -530,6 +530,7 @@ export function checkRun(input: CheckInput): CheckReport {
         if (holder !== null && holder !== a && (holderEnd === undefined || !DEFINITE_END.has(holderEnd))) {
           add('stream_owner', jobId, `attempt ${a} claimed the job's stream (event ${ev.id}) while attempt ${holder} held it and had not ended definitely (${holderEnd ?? 'still active'})`, excerptOf(jobId, [{ events: events.filter((x) => x.id <= ev.id).slice(-8).map((x) => `${x.id} ${x.type} ${x.attempt_id ?? ''}`) }]));
         }
+        note(holder === null ? 'stream_claims' : 'stream_claims_after_failover');
         holder = a;
         claimed.add(a);
       } else if (ev.type.startsWith('attempt.') && ['succeeded', 'failed', 'cancelled', 'superseded', 'unknown'].includes(ev.type.slice(8))) {
@@ -560,12 +561,14 @@ export function checkRun(input: CheckInput): CheckReport {
     const job = jobId === null ? undefined : jobsById.get(jobId);
     if (r?.stream === undefined) {
       if (typeof r?.text !== 'string') continue;
+      note('gateway_answers');
       if (job === undefined || job.state !== 'succeeded' || !sameText(r.text, answerTextOf(job.result))) {
         add('answer_mismatch', jobId, `client ${e.client} was answered ${JSON.stringify(r.text)}, but the job is ${job?.state ?? 'missing'} with result ${canon(job?.result ?? null)}`, excerptOf(jobId, [brief(e)]));
       }
       continue;
     }
     const st = r.stream;
+    note(`streams_${st.end}${st.end !== 'done' && st.text !== '' ? '_after_text' : ''}`);
     if (st.end === 'garbled' || (st.end === 'eof' && e.outcome === 'answered')) {
       add('stream_end', jobId, `a stream of client ${e.client} ${st.end === 'garbled' ? 'carried an event that is not JSON' : 'ended with neither its terminator nor event: error'}`, excerptOf(jobId, [brief(e)]));
       continue;

@@ -348,8 +348,16 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     for (const f of fakes) {
       await fetch(`${f.url}/script`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ rules: [{ match: { contains: VERIFY_CASE_TEXT }, behaviour: { reply: { summary: 'verified' } } }] }) });
     }
-    const verify = spawnSync(process.execPath, [BIN, 'verify', '--config', configFile, '--route', 'contract'], { env, encoding: 'utf8', timeout: 120_000 });
-    if (verify.status !== 0) throw new Error(`onejob verify --route contract failed (${verify.status}): ${(verify.stdout + verify.stderr).trim().split('\n').slice(-5).join(' | ')}`);
+    // Not spawnSync: the TCP proxies in front of the fakes run in this process's event loop.
+    const verify = await new Promise<{ code: number | null; out: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, [BIN, 'verify', '--config', configFile, '--route', 'contract'], { env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      child.on('error', reject);
+      child.on('exit', (code) => resolve({ code, out }));
+    });
+    if (verify.code !== 0) throw new Error(`onejob verify --route contract failed (${verify.code}): ${verify.out.trim().split('\n').slice(-5).join(' | ')}`);
 
     const apis: (ManagedProcess & { port?: number; executor?: boolean })[] = [];
     const apiUrls: string[] = [];
