@@ -46,6 +46,22 @@ export const VIOLATION_KINDS = [
   'stuck_job',
   /** Liveness: an attempt `starting`/`running` that no live lease covers (and no rescuer took over). */
   'ownerless_attempt',
+  /**
+   * Streams (CONTRACT §7): a second attempt claimed the job's stream while its holder had not ended
+   * definitely, a job was won by another attempt than its live stream holder, or `stream_attempt_id`
+   * names an attempt that never claimed it.
+   */
+  'stream_owner',
+  /**
+   * A gateway client (`/v1/chat/completions`, `/v1/messages`) received text that is not one attempt's: an
+   * answer (or a stream ended with `[DONE]` / `message_stop`) other than the job's stored result, or a
+   * stream broken off (`event: error`) whose text is not the beginning of one attempt's output.
+   */
+  'answer_mismatch',
+  /** A stream that ended with neither its terminator nor `event: error` while the server stayed up, or sent an unreadable event. */
+  'stream_end',
+  /** Contracts (CONTRACT §5): a contract route's job won with output its schema refuses, or a conforming output failed as `contract_violation`. */
+  'contract_verdict',
 ] as const;
 export type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
@@ -114,6 +130,46 @@ export function fakeReplyText(call: ProviderCall): string {
   return '';
 }
 
+/**
+ * A stored `content` is the provider's text (or, on a contract route, the
+ * parsed JSON value of it, CONTRACT §4): the same output as `text`.
+ */
+export function sameOutput(content: unknown, text: string): boolean {
+  if (typeof content === 'string') return content === text;
+  try {
+    return canon(JSON.parse(text)) === canon(content);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The text a gateway answer carries for a stored result: its `content`
+ * (a string as is, any other value as its JSON text); a resolved result
+ * without `content` is the content itself.
+ */
+export function answerTextOf(result: unknown): string {
+  const normalized = typeof result === 'object' && result !== null && !Array.isArray(result) && Object.hasOwn(result, 'content') ? (result as { content: unknown }).content : result;
+  return typeof normalized === 'string' ? normalized : JSON.stringify(normalized ?? null);
+}
+
+/** Two texts of one output (an answer, a stored result) are the same: equal, or equal JSON values. */
+function sameText(a: string, b: string): boolean {
+  if (a === b) return true;
+  try {
+    return canon(JSON.parse(a)) === canon(JSON.parse(b));
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `value` passes the chaos contract's schema (chaos/cluster.ts CONTRACTS.summary): `{"summary": string}`, nothing else. */
+export function passesSummaryContract(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && typeof (value as { summary?: unknown }).summary === 'string' && Object.keys(value).length === 1;
+}
+
+const GATEWAY_OPS = new Set(['chat', 'messages']);
+
 interface Observation {
   readonly entry: HistoryEntry;
   readonly jobId: string;
@@ -147,6 +203,10 @@ export function brief(entry: HistoryEntry): Record<string, unknown> {
     ...(r?.code === undefined ? {} : { code: r.code }),
     ...(job?.id === undefined ? {} : { job: job.id, state: job.state, completed_by: job.completed_by, result: job.result }),
     ...(entry.op === 'resolve' && r?.state !== undefined ? { attempt_state: r.state } : {}),
+    ...(GATEWAY_OPS.has(entry.op) && r?.job_id !== undefined ? { job: r.job_id } : {}),
+    ...(GATEWAY_OPS.has(entry.op) && typeof r?.text === 'string' ? { text: r.text } : {}),
+    ...(entry.replayed === true ? { replayed: true } : {}),
+    ...(r?.stream !== undefined ? { stream: r.stream } : {}),
   };
 }
 
@@ -238,6 +298,39 @@ export function checkRun(input: CheckInput): CheckReport {
     if (created > 1) {
       add('created_twice', stored?.id ?? null, `key ${creates[0]?.key} answered 201 Created ${created} times`, creates.filter((e) => e.status === 201).map(brief));
     }
+
+    // The gateway endpoints: the job is named by Onejob-Job-Id (`response.job_id`); the request is the whole body.
+    const gateway = entries.filter((e) => GATEWAY_OPS.has(e.op) && e.status !== null);
+    if (gateway.length === 0) continue;
+    const gwIds = new Set<string>();
+    const boundBodies = new Map<string, HistoryEntry>();
+    let fresh = 0;
+    for (const e of gateway) {
+      const r = e.response as { job_id?: unknown; code?: unknown } | undefined;
+      if (r?.code === 'idempotency_key_reused' || typeof r?.job_id !== 'string') continue;
+      gwIds.add(r.job_id);
+      // Fingerprinted with its endpoint (CONTRACT §3: the same body; the route name is part of it).
+      const c = canon({ op: e.op, body: e.body ?? null });
+      if (!boundBodies.has(c)) boundBodies.set(c, e);
+      if (e.status === 200 && e.replayed !== true) fresh++;
+      if (stored === undefined) add('job_missing', r.job_id, `client ${e.client} was told job ${r.job_id} (Onejob-Job-Id) for key ${e.key}, but no job exists for (${e.owner}, ${e.key})`, [brief(e)]);
+      else if (stored.owner_id !== e.owner) add('cross_owner', r.job_id, `owner ${e.owner} was told job ${r.job_id} of owner ${stored.owner_id}`, [brief(e)]);
+    }
+    if (gwIds.size > 1 || (stored !== undefined && gwIds.size === 1 && !gwIds.has(stored.id)) || (toldIds.size > 0 && gwIds.size > 0 && [...gwIds].some((id) => !toldIds.has(id)))) {
+      add('duplicate_job', stored?.id ?? [...gwIds][0] ?? null, `gateway clients were told ${gwIds.size} different ids for one (owner, key) [${[...gwIds].join(', ')}]; stored: ${stored?.id ?? 'none'}`, gateway.map(brief));
+    }
+    if (boundBodies.size > 1) {
+      add('missed_conflict', stored?.id ?? null, `one key was answered with its job for ${boundBodies.size} different bodies`, [...boundBodies.values()].map(brief));
+    }
+    if (fresh > 1) {
+      add('created_twice', stored?.id ?? null, `key ${gateway[0]?.key} was answered ${fresh} times without Idempotent-Replayed (each claims to have created the job)`, gateway.filter((e) => e.status === 200 && e.replayed !== true).map(brief));
+    }
+    for (const e of gateway) {
+      const r = e.response as { code?: unknown } | undefined;
+      if (e.status === 409 && r?.code === 'idempotency_key_reused' && boundBodies.has(canon({ op: e.op, body: e.body ?? null }))) {
+        add('bad_conflict', stored?.id ?? null, `409 idempotency_key_reused although the body equals the one the key's job was answered for`, [brief(e), brief(boundBodies.get(canon({ op: e.op, body: e.body ?? null }))!)]);
+      }
+    }
   }
   for (const e of input.history) {
     for (const j of jobsIn(e)) {
@@ -260,9 +353,12 @@ export function checkRun(input: CheckInput): CheckReport {
     if (b?.state === 'failed') resolvedFailed.add(e.attemptId);
   }
   const callsByKeyAfter = new Map<string, ProviderCall[]>();
+  const callsByJobAfter = new Map<string, ProviderCall[]>();
   for (const c of input.callsAfter) {
     if (c.idempotencyKey === null) continue;
     callsByKeyAfter.set(c.idempotencyKey, [...(callsByKeyAfter.get(c.idempotencyKey) ?? []), c]);
+    const m = /^(job_[^:]+):\d+$/.exec(c.idempotencyKey);
+    if (m !== null) callsByJobAfter.set(m[1]!, [...(callsByJobAfter.get(m[1]!) ?? []), c]);
   }
   for (const job of db.jobs) {
     const attempts = attemptsByJob.get(job.id) ?? [];
@@ -282,7 +378,7 @@ export function checkRun(input: CheckInput): CheckReport {
       for (const call of callsByKeyAfter.get(`${job.id}:${winner.number}`) ?? []) {
         if (call.result !== 'replied' && call.result !== 'raw') continue;
         const r = job.result as { content?: unknown; provider?: unknown } | null;
-        candidates.push({ from: `call ${call.provider}#${call.seq}`, ok: r !== null && typeof r === 'object' && r.content === fakeReplyText(call) && r.provider === winner.provider });
+        candidates.push({ from: `call ${call.provider}#${call.seq}`, ok: r !== null && typeof r === 'object' && sameOutput(r.content, fakeReplyText(call)) && r.provider === winner.provider });
       }
       if (!candidates.some((c) => c.ok)) {
         const replies = (callsByKeyAfter.get(`${job.id}:${winner.number}`) ?? []).map((c) => ({ call: `${c.provider}#${c.seq}`, result: c.result, reply: fakeReplyText(c) }));
@@ -409,10 +505,117 @@ export function checkRun(input: CheckInput): CheckReport {
       continue;
     }
     const calls = callsByKeyAfter.get(`${a.job_id}:${a.number}`) ?? [];
-    const maybeExecuted = calls.filter((c) => !(c.result === 'rejected' || (c.result === 'error' && DEFINITE_FAILURE_STATUS(c.status))));
+    // CONTRACT §7: an error event mid-stream is the provider's own verdict (the attempt is `failed`); §5: a reply
+    // that breaks the route's contract is a `failed` attempt (`contract_violation`, checked on its own below).
+    const contractFailed = code === 'contract_violation';
+    const maybeExecuted = calls.filter((c) => !(c.result === 'rejected' || c.result === 'stream-error' || (c.result === 'error' && DEFINITE_FAILURE_STATUS(c.status)) || (contractFailed && (c.result === 'replied' || c.result === 'raw'))));
     const failedByApi = (eventsByJob.get(a.job_id) ?? []).some((ev) => ev.attempt_id === a.id && ev.type === 'attempt.failed' && ev.data.actor === 'api');
     if (maybeExecuted.length > 0 && !failedByApi) {
       add('timeout_failed', a.job_id, `attempt ${a.id} (#${a.number}) is failed (${code}) but the provider may have executed it (${maybeExecuted.map((c) => `${c.result}${c.status === null ? '' : ` ${c.status}`}`).join(', ')})`, excerptOf(a.job_id, [{ attempt: a, calls: maybeExecuted.map((c) => ({ seq: c.seq, result: c.result, status: c.status, behaviour: c.behaviour })) }]));
+    }
+  }
+
+  // 8. Streams (CONTRACT §7): one stream owner at a time per job, and the winner is the owner.
+  const DEFINITE_END = new Set(['failed', 'cancelled', 'superseded']);
+  for (const [jobId, events] of eventsByJob) {
+    /** Attempt id → its last state from the event log ('done:<state>' once ended). */
+    const ended = new Map<string, string>();
+    let holder: string | null = null;
+    const claimed = new Set<string>();
+    for (const ev of events) {
+      const a = ev.attempt_id;
+      if (a === null) continue;
+      if (ev.type === 'attempt.stream_claimed') {
+        const holderEnd = holder === null ? undefined : ended.get(holder);
+        if (holder !== null && holder !== a && (holderEnd === undefined || !DEFINITE_END.has(holderEnd))) {
+          add('stream_owner', jobId, `attempt ${a} claimed the job's stream (event ${ev.id}) while attempt ${holder} held it and had not ended definitely (${holderEnd ?? 'still active'})`, excerptOf(jobId, [{ events: events.filter((x) => x.id <= ev.id).slice(-8).map((x) => `${x.id} ${x.type} ${x.attempt_id ?? ''}`) }]));
+        }
+        note(holder === null ? 'stream_claims' : 'stream_claims_after_failover');
+        holder = a;
+        claimed.add(a);
+      } else if (ev.type.startsWith('attempt.') && ['succeeded', 'failed', 'cancelled', 'superseded', 'unknown'].includes(ev.type.slice(8))) {
+        const st = ev.type.slice(8);
+        ended.set(a, st);
+        if (st === 'succeeded' && holder !== null && holder !== a) {
+          const holderEnd = ended.get(holder);
+          if (holderEnd === undefined || !DEFINITE_END.has(holderEnd)) {
+            add('stream_owner', jobId, `attempt ${a} won the job (event ${ev.id}) while attempt ${holder} held its stream (${holderEnd ?? 'still active'})`, excerptOf(jobId, [{ events: events.filter((x) => x.id <= ev.id).slice(-8).map((x) => `${x.id} ${x.type} ${x.attempt_id ?? ''}`) }]));
+          }
+        }
+      }
+    }
+    const job = jobsById.get(jobId);
+    const stored = job?.stream_attempt_id ?? null;
+    if (stored !== null && !claimed.has(stored)) {
+      add('stream_owner', jobId, `jobs.stream_attempt_id is ${stored}, which never claimed the stream in the event log`, excerptOf(jobId));
+    } else if (stored !== null && stored !== holder) {
+      add('stream_owner', jobId, `jobs.stream_attempt_id is ${stored}, but the last claim in the event log is ${holder}`, excerptOf(jobId));
+    }
+  }
+
+  // 9. What a gateway client received: one attempt's text, never a mix; an ended stream is the stored result.
+  for (const e of input.history) {
+    if (!GATEWAY_OPS.has(e.op) || e.status !== 200) continue;
+    const r = e.response as { job_id?: unknown; text?: unknown; stream?: { text: string; end: string; error_code: string | null } } | undefined;
+    const jobId = typeof r?.job_id === 'string' ? r.job_id : null;
+    const job = jobId === null ? undefined : jobsById.get(jobId);
+    if (r?.stream === undefined) {
+      if (typeof r?.text !== 'string') continue;
+      note('gateway_answers');
+      if (job === undefined || job.state !== 'succeeded' || !sameText(r.text, answerTextOf(job.result))) {
+        add('answer_mismatch', jobId, `client ${e.client} was answered ${JSON.stringify(r.text)}, but the job is ${job?.state ?? 'missing'} with result ${canon(job?.result ?? null)}`, excerptOf(jobId, [brief(e)]));
+      }
+      continue;
+    }
+    const st = r.stream;
+    note(`streams_${st.end}${st.end !== 'done' && st.text !== '' ? '_after_text' : ''}`);
+    if (st.end === 'garbled' || (st.end === 'eof' && e.outcome === 'answered')) {
+      add('stream_end', jobId, `a stream of client ${e.client} ${st.end === 'garbled' ? 'carried an event that is not JSON' : 'ended with neither its terminator nor event: error'}`, excerptOf(jobId, [brief(e)]));
+      continue;
+    }
+    if (st.end === 'done') {
+      if (job === undefined || job.state !== 'succeeded' || !sameText(st.text, answerTextOf(job.result))) {
+        add('answer_mismatch', jobId, `a stream of client ${e.client} ended complete with ${JSON.stringify(st.text)}, but the job is ${job?.state ?? 'missing'} with result ${canon(job?.result ?? null)}`, excerptOf(jobId, [brief(e)]));
+      }
+      continue;
+    }
+    // Broken off (event: error, or the connection): not an answer, but its text is the start of one attempt's output.
+    if (st.text === '' || jobId === null) continue;
+    const outputs = [
+      ...(job?.state === 'succeeded' ? [answerTextOf(job.result)] : []),
+      ...(callsByJobAfter.get(jobId) ?? []).map((c) => fakeReplyText(c)),
+    ];
+    if (!outputs.some((out) => out.startsWith(st.text))) {
+      add('answer_mismatch', jobId, `a stream of client ${e.client} broke off (${st.end}${st.error_code === null ? '' : ` ${st.error_code}`}) after ${JSON.stringify(st.text)}, which begins no single attempt's output`, excerptOf(jobId, [brief(e), { outputs }]));
+    }
+  }
+
+  // 10. Contracts: a contract route's winner conforms; a conforming provider output never fails as a violation.
+  const contractRoutes = new Set(input.contractRoutes ?? []);
+  for (const a of db.attempts) {
+    const job = jobsById.get(a.job_id);
+    if (job === undefined) continue;
+    const code = a.error?.code;
+    if (a.state === 'failed' && code === 'contract_violation') {
+      const calls = (callsByKeyAfter.get(`${a.job_id}:${a.number}`) ?? []).filter((c) => c.result === 'replied' || c.result === 'raw');
+      const conforming = calls.filter((c) => {
+        try {
+          return passesSummaryContract(JSON.parse(fakeReplyText(c)));
+        } catch {
+          return false;
+        }
+      });
+      if (!contractRoutes.has(job.route) || (calls.length > 0 && conforming.length === calls.length)) {
+        add('contract_verdict', a.job_id, `attempt ${a.id} (#${a.number}) failed as contract_violation ${contractRoutes.has(job.route) ? `although its provider replied ${fakeReplyText(conforming[0]!)}` : `on route ${job.route}, which has no contract`}`, excerptOf(a.job_id, [{ attempt: a }]));
+      }
+    }
+  }
+  for (const job of db.jobs) {
+    if (!contractRoutes.has(job.route) || job.state !== 'succeeded' || job.completed_by === null) continue;
+    if (resolvedResults.has(job.completed_by)) continue; // a resolve's result is taken as given (CONTRACT §3)
+    const content = (job.result as { content?: unknown } | null)?.content;
+    if (!passesSummaryContract(content)) {
+      add('contract_verdict', job.id, `job on contract route ${job.route} succeeded with content ${canon(content ?? null)}, which its schema refuses`, excerptOf(job.id));
     }
   }
 

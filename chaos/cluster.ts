@@ -25,8 +25,27 @@ const BIN = join(ROOT, 'bin', 'onejob');
 
 /** Tokens and owners of the cluster. */
 export const API_KEYS: Readonly<Record<string, string>> = { tok_alice: 'alice', tok_bob: 'bob', tok_carol: 'carol', tok_mallory: 'mallory' };
-/** Routes the cluster serves; `hedged` allows a hedge after 1 s of silence. */
-export const ROUTES = { plain: { providers: ['p1', 'p2'] }, hedged: { providers: ['p1', 'p2'], hedgeAfterMs: 1000 } } as const;
+/**
+ * Routes the cluster serves; `hedged` allows a hedge after 1 s of silence;
+ * `contract` has an output schema (CONTRACT §5: failover only to certified
+ * providers, every output checked; §7: a stream of it is sent in one burst
+ * after the check).
+ */
+export const ROUTES = {
+  plain: { providers: ['p1', 'p2'] },
+  hedged: { providers: ['p1', 'p2'], hedgeAfterMs: 1000 },
+  contract: { providers: ['p1', 'p2'], contract: 'summary' },
+} as const;
+/** The contracts of {@link ROUTES}: the fakes' replies are `{"summary": …}` objects (chaos/fake-director.ts). */
+export const CONTRACTS = {
+  summary: {
+    outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } },
+    cases: [{ input: { messages: [{ role: 'user', content: `${'verify-case'}: summarize this text` }] } }],
+    samples: 1,
+  },
+} as const;
+/** The text of the contract's verification case: the fakes answer it by a rule, outside the workload's script. */
+export const VERIFY_CASE_TEXT = 'verify-case';
 /** An attempt's deadline (provider timeoutMs): past it the attempt is unknown. */
 export const PROVIDER_TIMEOUT_MS = 2500;
 
@@ -47,7 +66,18 @@ export interface ClusterOptions {
    * {@link adminUrl}: e.g. HAProxy in front of a Patroni cluster (`--ha`).
    */
   readonly databaseAdminUrl?: string | undefined;
+  /**
+   * How many of the API processes are `onejob serve` with its executor in
+   * the same process (the others `--no-executor`): there a streaming request
+   * whose attempt the local executor runs is relayed live (CONTRACT §7), and
+   * a kill -9 takes an executor with it. Default 1. Its executor has the
+   * default lease (30 s; `serve` has no `--lease-ms`).
+   */
+  readonly combinedApis?: number | undefined;
 }
+
+/** The lease of the executor inside `onejob serve` (its default; serve has no option for it). */
+export const SERVE_LEASE_MS = 30_000;
 
 /** A child process that can be killed and started again under the same name and port. */
 export class ManagedProcess {
@@ -218,7 +248,8 @@ export interface Cluster {
   readonly database: { readonly name: string; readonly url: string };
   /** The load balancer's URL: what clients use. */
   readonly url: string;
-  readonly apis: readonly (ManagedProcess & { port?: number })[];
+  /** `executor`: the process runs an executor too (`onejob serve` without `--no-executor`). */
+  readonly apis: readonly (ManagedProcess & { port?: number; executor?: boolean })[];
   readonly apiUrls: readonly string[];
   readonly executors: readonly ManagedProcess[];
   readonly fakes: readonly FakeEndpoint[];
@@ -305,21 +336,39 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       apiKeys: API_KEYS,
       providers: Object.fromEntries(fakes.map((f) => [f.name, { type: 'openai', baseUrl: `http://127.0.0.1:${f.proxy.port}/v1`, model: `model-${f.name}`, timeoutMs: PROVIDER_TIMEOUT_MS }])),
       routes: ROUTES,
+      contracts: CONTRACTS,
     };
     const configFile = join(o.dir, 'onejob.config.json');
     writeFileSync(configFile, JSON.stringify(config, null, 2));
 
     // Migrate once, so the processes do not race on a fresh database.
     execFileSync(process.execPath, [BIN, 'migrate', '--config', configFile], { env, stdio: 'ignore', timeout: 60_000 });
+    // Certify both fakes for the contract route (failover and hedges only go to certified providers):
+    // the verification case is answered by a rule of its own, never by the workload's script.
+    for (const f of fakes) {
+      await fetch(`${f.url}/script`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ rules: [{ match: { contains: VERIFY_CASE_TEXT }, behaviour: { reply: { summary: 'verified' } } }] }) });
+    }
+    // Not spawnSync: the TCP proxies in front of the fakes run in this process's event loop.
+    const verify = await new Promise<{ code: number | null; out: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, [BIN, 'verify', '--config', configFile, '--route', 'contract'], { env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      child.on('error', reject);
+      child.on('exit', (code) => resolve({ code, out }));
+    });
+    if (verify.code !== 0) throw new Error(`onejob verify --route contract failed (${verify.code}): ${verify.out.trim().split('\n').slice(-5).join(' | ')}`);
 
-    const apis: (ManagedProcess & { port?: number })[] = [];
+    const apis: (ManagedProcess & { port?: number; executor?: boolean })[] = [];
     const apiUrls: string[] = [];
+    const combined = o.combinedApis ?? 1;
     for (let i = 1; i <= o.apis; i++) {
       const port = await freePort();
-      const p = new ManagedProcess(`api-${i}`, process.execPath, [BIN, 'serve', '--no-executor', '--config', configFile, '--port', String(port), '--host', '127.0.0.1'], env, join(o.dir, `api-${i}.log`), groups);
+      const executor = i <= combined;
+      const p = new ManagedProcess(`api-${i}`, process.execPath, [BIN, 'serve', ...(executor ? [] : ['--no-executor']), '--config', configFile, '--port', String(port), '--host', '127.0.0.1'], env, join(o.dir, `api-${i}.log`), groups);
       p.start();
       started.push(p);
-      apis.push(Object.assign(p, { port }));
+      apis.push(Object.assign(p, { port, executor }));
       apiUrls.push(`http://127.0.0.1:${port}`);
     }
     const executors: ManagedProcess[] = [];
@@ -368,7 +417,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     started.push(loadBalancer);
     const url = `http://127.0.0.1:${lbPort}`;
     await waitFor('load balancer', () => httpOk(`${url}/readyz`), 30_000);
-    o.log(`cluster up: ${lb} ${url} → ${apiUrls.join(', ')}; ${executors.length} executors (lease ${o.leaseMs} ms); fakes ${fakes.map((f) => `${f.name} ${f.url} via :${f.proxy.port}`).join(', ')}; database ${dbName}`);
+    o.log(`cluster up: ${lb} ${url} → ${apiUrls.join(', ')} (${combined} with an executor in-process); ${executors.length} executors (lease ${o.leaseMs} ms); fakes ${fakes.map((f) => `${f.name} ${f.url} via :${f.proxy.port}`).join(', ')}; database ${dbName}`);
 
     const pgCluster = (process.env.CHAOS_PG_CLUSTER ?? '15 main').split(/\s+/);
   const restarting = new Map<ManagedProcess, Promise<void>>();

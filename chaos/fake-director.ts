@@ -5,8 +5,14 @@
  * Each fake's queue is kept topped up with a random mix of behaviours (most
  * replies carry a unique text, so the checker can tell which attempt's output
  * a job holds), including failures, hangs, late answers and gated answers
- * released in random order. Storms (rules that take the next N calls) are
- * faults injected by the scheduler.
+ * released in random order, and for streaming calls (`"stream": true`)
+ * streams cut mid-way (`streamCut`: the connection ends after some content
+ * events) or ended by the protocol's error event (`streamError`), with
+ * chunk delays so a live stream lasts long enough to be shared. Replies are
+ * `{"summary": …}` objects (the `contract` route's schema; other routes
+ * receive their JSON text), a few plain texts that break that contract.
+ * Storms (rules that take the next N calls) are faults injected by the
+ * scheduler.
  */
 import type { FakeEndpoint } from './cluster.ts';
 import { PROVIDER_TIMEOUT_MS } from './cluster.ts';
@@ -32,25 +38,33 @@ export class FakeDirector {
     private readonly random: () => number,
   ) {}
 
-  /** A unique reply text. */
-  reply(fake: FakeEndpoint): string {
-    return `answer ${fake.name}-${++this.#counter}`;
+  /** A unique reply: a `{"summary"}` object of several words (a stream of it has several content events). */
+  reply(fake: FakeEndpoint): { summary: string } {
+    return { summary: `answer ${fake.name}-${++this.#counter} in a few more words` };
   }
 
   /** One behaviour of the everyday mix. */
   #behaviour(fake: FakeEndpoint): Behaviour {
     const r = this.random();
     const reply = this.reply(fake);
-    if (r < 0.70) return { reply, delayMs: Math.floor(this.random() * 250) };
-    if (r < 0.745) return { reply, delayMs: 800 + Math.floor(this.random() * 1200) }; // slow enough for a hedge
-    if (r < 0.795) return { reply, delayMs: PROVIDER_TIMEOUT_MS + 200 + Math.floor(this.random() * 2500) }; // late: after the deadline
-    if (r < 0.855) return { reply, gate: this.#gate(fake, 200 + Math.floor(this.random() * 5000)) }; // out of order
-    if (r < 0.915) return { status: 503 };
-    if (r < 0.935) return { status: 429 };
-    if (r < 0.955) return { status: 500 };
-    if (r < 0.97) return { hang: true };
-    if (r < 0.99) return { reply, reset: (['before-headers', 'after-headers', 'mid-body'] as const)[Math.floor(this.random() * 3)] };
-    return { reply, malformed: true };
+    // Streaming calls only: the pause between content events (a live stream others can join).
+    const chunks = this.random() < 0.5 ? { chunkDelayMs: Math.floor(this.random() * 120) } : {};
+    if (r < 0.62) return { reply, delayMs: Math.floor(this.random() * 250), ...chunks };
+    if (r < 0.67) return { reply, delayMs: 800 + Math.floor(this.random() * 1200) }; // slow enough for a hedge
+    if (r < 0.71) return { reply, delayMs: PROVIDER_TIMEOUT_MS + 200 + Math.floor(this.random() * 2500) }; // late: after the deadline
+    if (r < 0.76) return { reply, gate: this.#gate(fake, 200 + Math.floor(this.random() * 5000)) }; // out of order
+    if (r < 0.81) return { status: 503 };
+    if (r < 0.83) return { status: 429 };
+    if (r < 0.85) return { status: 500 };
+    if (r < 0.865) return { hang: true };
+    if (r < 0.885) return { reply, reset: (['before-headers', 'after-headers', 'mid-body'] as const)[Math.floor(this.random() * 3)] };
+    if (r < 0.895) return { reply, malformed: true };
+    // A stream cut mid-way (the attempt is unknown) or ended by an error event (failed); a plain reply when not streamed.
+    if (r < 0.93) return { reply, chunkDelayMs: 20 + Math.floor(this.random() * 80), streamCut: { afterChunks: 1 + Math.floor(this.random() * 4) } };
+    if (r < 0.965) return { reply, chunkDelayMs: 20 + Math.floor(this.random() * 80), streamError: { afterChunks: Math.floor(this.random() * 4) } };
+    // Text that is not the contract's JSON: a contract_violation on the contract route, a fine answer elsewhere.
+    if (r < 0.98) return { reply: `plain ${fake.name}-${++this.#counter} text`, delayMs: Math.floor(this.random() * 250) };
+    return { reply, delayMs: Math.floor(this.random() * 250), ...chunks };
   }
 
   /** A new gate, released after `releaseAfterMs` (gates are released in random order). */

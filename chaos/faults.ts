@@ -5,7 +5,7 @@
  * heals everything (SIGCONT, restarts, proxies calm, fakes calm, gates open).
  */
 import { appendFileSync } from 'node:fs';
-import { sleep, type Cluster, type ManagedProcess } from './cluster.ts';
+import { SERVE_LEASE_MS, sleep, type Cluster, type ManagedProcess } from './cluster.ts';
 import type { FakeDirector } from './fake-director.ts';
 import type { FaultRecord } from './records.ts';
 import type { CutPoint } from './tcp-proxy.ts';
@@ -20,6 +20,12 @@ export interface FaultOptions {
   /** Mean pause between faults. */
   readonly everyMs: number;
   readonly leaseMs: number;
+  /**
+   * Epoch ms when the workload ends. An API process with an executor inside (lease
+   * {@link SERVE_LEASE_MS}) is not killed later than a lease and the rescue before it, so
+   * its attempts are rescued before the liveness check's clock starts.
+   */
+  readonly until?: number | undefined;
   /** Restart PostgreSQL (disturbs other users of the server: long mode only). */
   readonly postgresRestart: boolean;
   /** At most one PostgreSQL restart per this many ms. */
@@ -78,6 +84,7 @@ export class FaultScheduler {
       [3, async () => {
         const p = this.#pick(cluster.apis);
         if (!p.running || !this.#othersUp(cluster.apis, p)) return;
+        if (p.executor === true && this.o.until !== undefined && Date.now() > this.o.until - SERVE_LEASE_MS - 10_000) return;
         this.#record('kill9', p.name);
         await p.kill9();
         await sleep(this.#between(300, 1500));
@@ -134,6 +141,15 @@ export class FaultScheduler {
         const times = this.#between(3, 12);
         this.#record('provider-late', f.name, `next ${times} calls answer after the deadline`);
         await director.storm(f, { delayMs: 2500 + this.#between(200, 3000), reply: director.reply(f) }, times);
+      }],
+      [2, async () => {
+        // Streams cut mid-way or ended by an error event (CONTRACT §7); a calls not streamed get the reply.
+        const f = this.#pick(cluster.fakes);
+        const times = this.#between(3, 12);
+        const cut = this.o.random() < 0.5;
+        const afterChunks = this.#between(cut ? 1 : 0, 4);
+        this.#record('provider-stream-break', f.name, `next ${times} calls: ${cut ? 'connection cut' : 'error event'} after ${afterChunks} content events when streamed`);
+        await director.storm(f, { reply: director.reply(f), chunkDelayMs: 60, ...(cut ? { streamCut: { afterChunks } } : { streamError: { afterChunks } }) }, times);
       }],
       [2, async () => {
         const f = this.#pick(cluster.fakes);

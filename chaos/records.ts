@@ -16,7 +16,28 @@ export type OpKind =
   | 'manual'
   | 'resolve'
   | 'cancel'
-  | 'peek';
+  | 'peek'
+  /** `POST /v1/chat/completions` (streamed or not). */
+  | 'chat'
+  /** `POST /v1/messages` (streamed or not). */
+  | 'messages';
+
+/**
+ * What a client read from an SSE answer (`response.stream` of a `chat` /
+ * `messages` entry): the text deltas in order and how the stream ended:
+ * `done` (`data: [DONE]` / `message_stop`), `error` (`event: error`, with
+ * its `code`), `eof` (the body ended, or broke off, with neither), `garbled`
+ * (an event that is not JSON).
+ */
+export interface StreamRecord {
+  readonly text: string;
+  readonly end: 'done' | 'error' | 'eof' | 'garbled';
+  readonly error_code: string | null;
+  /** Events received (comments not counted). */
+  readonly events: number;
+  /** `: keep-alive` comments received. */
+  readonly keepalives: number;
+}
 
 /**
  * One request a client sent and what it was told (one JSON line in `history.jsonl`).
@@ -74,6 +95,8 @@ export interface DbJob {
   readonly error: unknown;
   /** ISO time (database clock); absent in runs recorded before the liveness check. */
   readonly created_at?: string;
+  /** The attempt holding the job's stream (CONTRACT §7); absent in runs recorded before streams. */
+  readonly stream_attempt_id?: string | null;
 }
 
 /** An `attempts` row as the checker needs it. */
@@ -137,6 +160,8 @@ export interface CheckInput {
   readonly callsAfter: readonly ProviderCall[];
   /** Routes that allow hedges (a second attempt beside a running one). */
   readonly hedgedRoutes: readonly string[];
+  /** Routes with the chaos contract (`{"summary": string}`); absent in runs recorded before contracts. */
+  readonly contractRoutes?: readonly string[] | undefined;
   /** The liveness check's inputs; without them it is not run. */
   readonly liveness?: LivenessInput | undefined;
 }

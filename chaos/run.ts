@@ -115,7 +115,7 @@ async function main(): Promise<number> {
 
     const faults = new FaultScheduler({
       cluster: c, director, random, clock, file: join(dir, 'faults.jsonl'),
-      everyMs: ci ? 2500 : 3500, leaseMs, postgresRestart: pgRestart, postgresEveryMs: Math.max(60_000, Math.min(200_000, durationMs / 3)), log,
+      everyMs: ci ? 2500 : 3500, leaseMs, until: Date.now() + durationMs, postgresRestart: pgRestart, postgresEveryMs: Math.max(60_000, Math.min(200_000, durationMs / 3)), log,
     });
     const until = Date.now() + durationMs;
     const haFaults = ha === null ? null : new HaFaultLoop({ ha, clock, file: join(dir, 'faults.jsonl'), log, steadyMs: ci ? 6000 : 15_000, until, readyzUrl: c.apiUrls[0] });
@@ -160,10 +160,11 @@ async function main(): Promise<number> {
     const db = await readDatabase(c.database.url);
     const callsAfter = await director.calls();
     const hedgedRoutes = Object.entries(ROUTES).filter(([, r]) => 'hedgeAfterMs' in r).map(([name]) => name);
-    saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes, liveness });
+    const contractRoutes = Object.entries(ROUTES).filter(([, r]) => 'contract' in r).map(([name]) => name);
+    saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness });
     const history = (await import('./snapshot.ts')).loadRun(dir).history;
     const allFaults = [...faults.records, ...(haFaults?.records ?? [])];
-    const report = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, liveness });
+    const report = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness });
     const failovers = haFaults === null ? [] : failoverTimes(history, haFaults.records);
     if (haFaults !== null) writeFileSync(join(dir, 'failovers.json'), JSON.stringify(failovers, null, 2));
     const merged: CheckReport = {

@@ -18,7 +18,7 @@ export async function readDatabase(url: string): Promise<DbSnapshot> {
     await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     const iso = (col: string): string => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${col}`;
     const now = await c.query<{ taken_at: string }>(`SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS taken_at`);
-    const jobs = await c.query(`SELECT owner_id, id, idempotency_key, route, input, metadata, state, version::int AS version, completed_by, result, error, ${iso('created_at')} FROM jobs`);
+    const jobs = await c.query(`SELECT owner_id, id, idempotency_key, route, input, metadata, state, version::int AS version, completed_by, result, error, ${iso('created_at')}, stream_attempt_id FROM jobs`);
     const attempts = await c.query(`SELECT owner_id, id, job_id, number, provider, kind, state, error, ${iso('started_at')}, lease_owner, ${iso('lease_expires_at')} FROM attempts`);
     const events = await c.query(`SELECT id::int AS id, owner_id, job_id, attempt_id, type, data, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS at FROM job_events ORDER BY id`);
     await c.query('COMMIT');
@@ -46,11 +46,11 @@ export async function readDatabaseNow(url: string): Promise<string> {
 }
 
 /** Writes the snapshots of a run next to its histories. */
-export function saveSnapshots(dir: string, s: { db: DbSnapshot; callsBefore: readonly ProviderCall[]; callsAfter: readonly ProviderCall[]; hedgedRoutes: readonly string[]; liveness?: LivenessInput }): void {
+export function saveSnapshots(dir: string, s: { db: DbSnapshot; callsBefore: readonly ProviderCall[]; callsAfter: readonly ProviderCall[]; hedgedRoutes: readonly string[]; contractRoutes?: readonly string[]; liveness?: LivenessInput }): void {
   writeFileSync(join(dir, 'db.json'), JSON.stringify(s.db));
   writeFileSync(join(dir, 'calls-before.json'), JSON.stringify(s.callsBefore));
   writeFileSync(join(dir, 'calls-after.json'), JSON.stringify(s.callsAfter));
-  writeFileSync(join(dir, 'routes.json'), JSON.stringify({ hedgedRoutes: s.hedgedRoutes }));
+  writeFileSync(join(dir, 'routes.json'), JSON.stringify({ hedgedRoutes: s.hedgedRoutes, contractRoutes: s.contractRoutes ?? [] }));
   if (s.liveness) writeFileSync(join(dir, 'liveness.json'), JSON.stringify(s.liveness));
 }
 
@@ -64,6 +64,7 @@ export function loadRun(dir: string): CheckInput {
     callsBefore: read('calls-before.json'),
     callsAfter: read('calls-after.json'),
     hedgedRoutes: read<{ hedgedRoutes: string[] }>('routes.json').hedgedRoutes,
+    contractRoutes: read<{ contractRoutes?: string[] }>('routes.json').contractRoutes,
     liveness: existsSync(join(dir, 'liveness.json')) ? read<LivenessInput>('liveness.json') : undefined,
   };
 }

@@ -4,14 +4,19 @@
  * up after a client-side timeout and retry with the same key, reuse a key
  * with other input, click the fallback button (manual attempts), resolve
  * attempts in doubt, cancel, replay, list, and peek at other owners' jobs.
+ * Besides `POST /v1/jobs` they use the gateway endpoints (CONTRACT §7):
+ * `POST /v1/chat/completions` and `POST /v1/messages`, streamed (read as
+ * SSE: the text received, how the stream ended) and not, on plain, hedged
+ * and contract routes.
  *
  * Every request becomes one {@link HistoryEntry}: what was sent, what was
  * answered (or that nothing was), and when.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
+import { createParser } from 'eventsource-parser';
 import { Agent, request } from 'undici';
 import { API_KEYS } from './cluster.ts';
-import type { HistoryEntry, OpKind } from './records.ts';
+import type { HistoryEntry, OpKind, StreamRecord } from './records.ts';
 
 /** Options of {@link runWorkload}. */
 export interface WorkloadOptions {
@@ -28,17 +33,109 @@ export interface WorkloadOptions {
   readonly tag: string;
 }
 
+/** The endpoint a key was created on: `POST /v1/jobs`, `/v1/chat/completions` or `/v1/messages`. */
+type Endpoint = 'jobs' | 'chat' | 'messages';
+
 interface KnownJob {
   readonly id: string;
   readonly owner: string;
   readonly key: string;
+  readonly endpoint: Endpoint;
   readonly body: CreateBody;
 }
 
-interface CreateBody {
-  readonly route: string;
-  readonly input: { readonly messages: readonly { readonly role: string; readonly content: string }[] };
-  readonly metadata?: Record<string, unknown>;
+interface Message {
+  readonly role: string;
+  readonly content: string;
+}
+
+/** A `POST /v1/jobs` body, or a chat / messages body (`model` names the route). */
+type CreateBody =
+  | { readonly route: string; readonly input: { readonly messages: readonly Message[] }; readonly metadata?: Record<string, unknown> }
+  | { readonly model: string; readonly messages: readonly Message[]; readonly stream?: boolean; readonly max_tokens?: number; readonly stream_options?: { readonly include_usage: boolean } };
+
+const OP_OF: Record<Endpoint, OpKind> = { jobs: 'create', chat: 'chat', messages: 'messages' };
+const PATH_OF: Record<Endpoint, string> = { jobs: '/v1/jobs', chat: '/v1/chat/completions', messages: '/v1/messages' };
+
+/** The text a message's first user turn carries. */
+function firstText(body: CreateBody): string {
+  return 'route' in body ? body.input.messages[0]!.content : body.messages[0]!.content;
+}
+
+/** The same body with other text (a key reused with other input: 409). */
+function edited(body: CreateBody): CreateBody {
+  const messages = [{ role: 'user', content: `${firstText(body)} (edited)` }];
+  return 'route' in body ? { ...body, input: { messages } } : { ...body, messages };
+}
+
+/** The same body on another route (a key reused with other input: 409). */
+function rerouted(body: CreateBody): CreateBody {
+  if ('route' in body) return { ...body, route: body.route === 'plain' ? 'hedged' : 'plain' };
+  return { ...body, model: body.model === 'plain' ? 'hedged' : 'plain' };
+}
+
+/**
+ * Reads an SSE answer of the chat or messages endpoint: the text deltas in
+ * order, and how it ended (`[DONE]` / `message_stop`, `event: error`, or the
+ * body just ending).
+ */
+export class SseReader {
+  readonly record: { text: string; end: StreamRecord['end']; error_code: string | null; events: number; keepalives: number } = { text: '', end: 'eof', error_code: null, events: 0, keepalives: 0 };
+  readonly #parser;
+  constructor(readonly endpoint: 'chat' | 'messages') {
+    this.#parser = createParser({
+      onEvent: (ev) => this.#onEvent(ev.event, ev.data),
+      onComment: () => {
+        this.record.keepalives++;
+      },
+    });
+  }
+  feed(text: string): void {
+    this.#parser.feed(text);
+  }
+  #onEvent(name: string | undefined, data: string): void {
+    const r = this.record;
+    if (r.end !== 'eof') return; // nothing counts after the end
+    r.events++;
+    if (this.endpoint === 'chat' && data === '[DONE]') {
+      r.end = 'done';
+      return;
+    }
+    let value: Record<string, unknown>;
+    try {
+      value = JSON.parse(data) as Record<string, unknown>;
+    } catch {
+      r.end = 'garbled';
+      return;
+    }
+    if (name === 'error' || (this.endpoint === 'messages' && value.type === 'error')) {
+      r.end = 'error';
+      const e = value.error as { code?: unknown } | undefined;
+      r.error_code = typeof e?.code === 'string' ? e.code : 'unknown';
+      return;
+    }
+    if (this.endpoint === 'chat') {
+      const delta = (value.choices as { delta?: { content?: unknown } }[] | undefined)?.[0]?.delta;
+      if (typeof delta?.content === 'string') r.text += delta.content;
+      return;
+    }
+    if (value.type === 'content_block_delta') {
+      const d = value.delta as { type?: unknown; text?: unknown } | undefined;
+      if (d?.type === 'text_delta' && typeof d.text === 'string') r.text += d.text;
+    } else if (value.type === 'message_stop') {
+      r.end = 'done';
+    }
+  }
+}
+
+/** The text of a non-streaming chat / messages answer. */
+function answerText(op: OpKind, b: Record<string, unknown>): string | null {
+  if (op === 'chat') {
+    const content = (b.choices as { message?: { content?: unknown } }[] | undefined)?.[0]?.message?.content;
+    return typeof content === 'string' ? content : null;
+  }
+  if (!Array.isArray(b.content)) return null;
+  return (b.content as { type?: unknown; text?: unknown }[]).map((x) => (x.type === 'text' && typeof x.text === 'string' ? x.text : '')).join('');
 }
 
 interface Answer {
@@ -56,10 +153,12 @@ function trimJob(job: unknown): unknown {
   return { id: j.id, idempotency_key: j.idempotency_key, state: j.state, version: j.version, completed_by: j.completed_by, result: j.result, error: j.error };
 }
 
-function trimResponse(op: OpKind, body: unknown): unknown {
-  if (typeof body !== 'object' || body === null) return body;
+function trimResponse(op: OpKind, body: unknown, jobIdHeader?: string): unknown {
+  const header = jobIdHeader === undefined ? {} : { job_id: jobIdHeader };
+  if (typeof body !== 'object' || body === null) return op === 'chat' || op === 'messages' ? { ...header, raw: body } : body;
   const b = body as Record<string, unknown>;
-  if (typeof b.code === 'string') return { code: b.code, ...(b.job_id === undefined ? {} : { job_id: b.job_id }), ...(b.attempt_id === undefined ? {} : { attempt_id: b.attempt_id }) };
+  if (typeof b.code === 'string') return { code: b.code, ...(b.job_id === undefined ? header : { job_id: b.job_id }), ...(b.attempt_id === undefined ? {} : { attempt_id: b.attempt_id }) };
+  if (op === 'chat' || op === 'messages') return { ...header, text: answerText(op, b) };
   if (op === 'list') return { data: Array.isArray(b.data) ? b.data.map(trimJob) : b.data };
   if (op === 'resolve') return { id: b.id, state: b.state, number: b.number, job: trimJob(b.job) };
   if (op === 'attempts') return { data: Array.isArray(b.data) ? b.data.map((a: Record<string, unknown>) => ({ id: a.id, number: a.number, state: a.state })) : b.data };
@@ -89,7 +188,8 @@ class Workload {
 
   /** One request, recorded whatever happens. */
   async send(c: { name: string; owner: string; token: string }, op: OpKind, method: 'GET' | 'POST', path: string, opts: { key?: string; body?: unknown; raw?: string; timeoutMs?: number; jobId?: string; attemptId?: string } = {}): Promise<Answer> {
-    const headers: Record<string, string> = { authorization: `Bearer ${c.token}` };
+    // /v1/messages: Anthropic clients send the token as x-api-key (CONTRACT §3); half of them here.
+    const headers: Record<string, string> = op === 'messages' && this.chance(0.5) ? { 'x-api-key': c.token, 'anthropic-version': '2023-06-01' } : { authorization: `Bearer ${c.token}` };
     if (opts.key !== undefined) headers['idempotency-key'] = opts.key;
     const payload = opts.raw ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
     if (payload !== undefined) headers['content-type'] = 'application/json';
@@ -99,24 +199,42 @@ class Workload {
     let replayed: boolean | undefined;
     let outcome: HistoryEntry['outcome'] = 'answered';
     let error: string | undefined;
+    let jobIdHeader: string | undefined;
+    let sse: SseReader | null = null;
     try {
       const res = await request(`${this.o.url}${path}`, {
         method, headers, body: payload, dispatcher: this.#agent,
         signal: AbortSignal.timeout(opts.timeoutMs ?? 8000),
       });
-      const text = await res.body.text();
       status = res.statusCode;
       replayed = res.headers['idempotent-replayed'] === 'true' ? true : undefined;
-      try {
-        parsed = text === '' ? undefined : JSON.parse(text);
-      } catch {
-        parsed = text.slice(0, 200);
+      const jid = res.headers['onejob-job-id'];
+      if (typeof jid === 'string') jobIdHeader = jid;
+      const type = String(res.headers['content-type'] ?? '');
+      if ((op === 'chat' || op === 'messages') && type.startsWith('text/event-stream')) {
+        // A stream: what the client received is recorded even when it breaks off (then outcome says how).
+        sse = new SseReader(op);
+        const decoder = new TextDecoder();
+        try {
+          for await (const chunk of res.body) sse.feed(decoder.decode(chunk as Buffer, { stream: true }));
+        } catch (e) {
+          const err = e as Error;
+          outcome = err.name === 'TimeoutError' || err.name === 'AbortError' ? 'timeout' : 'network';
+          error = `${err.name}: ${err.message}`.slice(0, 200);
+        }
+      } else {
+        const text = await res.body.text();
+        try {
+          parsed = text === '' ? undefined : JSON.parse(text);
+        } catch {
+          parsed = text.slice(0, 200);
+        }
       }
     } catch (e) {
       const err = e as Error;
       outcome = err.name === 'TimeoutError' || err.name === 'AbortError' ? 'timeout' : 'network';
       error = `${err.name}: ${err.message}`.slice(0, 200);
-      status = null;
+      if (sse === null) status = null;
     }
     const entry: HistoryEntry = {
       id: ++this.#seq, client: c.name, owner: c.owner, op, method, path,
@@ -125,7 +243,7 @@ class Workload {
       ...(opts.attemptId === undefined ? {} : { attemptId: opts.attemptId }),
       ...(opts.body === undefined ? {} : { body: opts.body }),
       sentAt, recvAt: this.o.clock(), status, outcome,
-      ...(parsed === undefined ? {} : { response: trimResponse(op, parsed) }),
+      ...(sse !== null ? { response: { ...(jobIdHeader === undefined ? {} : { job_id: jobIdHeader }), stream: sse.record } } : parsed === undefined ? (jobIdHeader === undefined ? {} : { response: { job_id: jobIdHeader } }) : { response: trimResponse(op, parsed, jobIdHeader) }),
       ...(replayed === undefined ? {} : { replayed }),
       ...(error === undefined ? {} : { error }),
     };
@@ -141,6 +259,14 @@ class Workload {
 }
 
 function retryable(a: Answer): boolean {
+  if (a.entry.op === 'chat' || a.entry.op === 'messages') {
+    // A gateway client (an SDK) retries what its answer says may be retried: no answer, a 5xx other than
+    // a failed job, the 409s with Retry-After, and a stream that broke off (the job goes on; CONTRACT §7).
+    const code = (a.entry.response as { code?: unknown; stream?: StreamRecord } | undefined);
+    if (a.status === null || (a.status >= 500 && a.status !== 502)) return true;
+    if (a.status === 409 && (code?.code === 'attempt_in_flight' || code?.code === 'attempt_in_doubt')) return true;
+    return a.status === 200 && code?.stream !== undefined && code.stream.end !== 'done';
+  }
   return a.status === null || a.status === 502 || a.status === 503 || a.status === 504 || a.status === 500;
 }
 
@@ -151,6 +277,9 @@ function reordered(body: CreateBody): string {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Routes of the cluster the workload uses (chaos/cluster.ts): `contract` has an output schema. */
+const ROUTE_NAMES = ['plain', 'plain', 'hedged', 'contract'] as const;
 
 /**
  * Runs the clients until `until`; resolves with the number of requests made.
@@ -163,28 +292,38 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
     const c = { name: `c${index}`, owner, token };
     const mine: KnownJob[] = [];
 
-    const newBody = (k: number): CreateBody => ({
-      route: w.chance(0.3) ? 'hedged' : 'plain',
-      input: { messages: [{ role: 'user', content: `${c.name} job ${k}: summarize ${Math.floor(o.random() * 1e9)}` }] },
-      ...(w.chance(0.3) ? { metadata: { client: c.name, n: k } } : {}),
-    });
+    const text = (k: number): string => `${c.name} job ${k}: summarize ${Math.floor(o.random() * 1e9)}`;
+    const newBody = (k: number, endpoint: Endpoint): CreateBody => {
+      const route = w.pick(ROUTE_NAMES);
+      const messages = [{ role: 'user', content: text(k) }];
+      if (endpoint === 'jobs') return { route, input: { messages }, ...(w.chance(0.3) ? { metadata: { client: c.name, n: k } } : {}) };
+      const stream = w.chance(0.65);
+      if (endpoint === 'messages') return { model: route, max_tokens: 256, messages, ...(stream ? { stream: true } : {}) };
+      return { model: w.chance(0.2) ? `route:${route}` : route, messages, ...(stream ? { stream: true, ...(w.chance(0.3) ? { stream_options: { include_usage: true } } : {}) } : {}) };
+    };
 
-    /** POST /v1/jobs until an answer that is not a transient failure (bounded). */
-    const create = async (key: string, body: CreateBody, firstTimeoutMs?: number): Promise<Answer> => {
+    /** Creates (or joins) the key's job on its endpoint until an answer that is not a transient failure (bounded). */
+    const create = async (endpoint: Endpoint, key: string, body: CreateBody, firstTimeoutMs?: number): Promise<Answer> => {
       let a: Answer | undefined;
-      for (let i = 0; i < 6; i++) {
+      const gateway = endpoint !== 'jobs';
+      for (let i = 0; i < (gateway ? 4 : 6); i++) {
         const raw = i > 0 && w.chance(0.5) ? reordered(body) : undefined;
-        a = await w.send(c, 'create', 'POST', '/v1/jobs', { key, body, ...(raw === undefined ? {} : { raw }), timeoutMs: i === 0 ? firstTimeoutMs ?? 8000 : 8000 });
+        const timeoutMs = i === 0 && firstTimeoutMs !== undefined ? firstTimeoutMs : gateway ? 15_000 : 8000;
+        a = await w.send(c, OP_OF[endpoint], 'POST', PATH_OF[endpoint], { key, body, ...(raw === undefined ? {} : { raw }), timeoutMs });
         if (!retryable(a)) break;
+        // An SDK gives up sooner or later; some users too.
+        if (gateway && w.chance(0.3)) break;
         await sleep(100 + Math.floor(o.random() * 400));
       }
       return a!;
     };
 
-    const remember = (a: Answer, key: string, body: CreateBody): KnownJob | null => {
-      const id = (a.body as { id?: unknown } | undefined)?.id;
-      if ((a.status === 200 || a.status === 201) && typeof id === 'string') {
-        const job = { id, owner, key, body };
+    const remember = (a: Answer, endpoint: Endpoint, key: string, body: CreateBody): KnownJob | null => {
+      const r = a.entry.response as { id?: unknown; job_id?: unknown; code?: unknown } | undefined;
+      // /v1/jobs answers the job; the gateway endpoints name it in Onejob-Job-Id (on job-bound answers).
+      const id = endpoint === 'jobs' ? ((a.status === 200 || a.status === 201) ? r?.id : undefined) : (r?.code === 'idempotency_key_reused' ? undefined : r?.job_id);
+      if (typeof id === 'string') {
+        const job = { id, owner, key, endpoint, body };
         if (!mine.some((j) => j.id === id)) {
           mine.push(job);
           w.known.push(job);
@@ -214,8 +353,8 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
         }
         if (j.state === 'queued') continue;
         // Terminal: what users do afterwards.
-        if (w.chance(0.3)) await create(job.key, job.body);
-        if (w.chance(0.2)) await create(job.key, { ...job.body, input: { messages: [{ role: 'user', content: `${job.body.input.messages[0]!.content} (edited)` }] } });
+        if (w.chance(0.3)) await create(job.endpoint, job.key, job.body);
+        if (w.chance(0.2)) await create(job.endpoint, job.key, edited(job.body));
         if (w.chance(0.1)) await manual(job);
         if (w.chance(0.1) && j.attempts.length > 0) await resolve(job, w.pick(j.attempts).id);
         return;
@@ -241,24 +380,27 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
       k++;
       if (r < 0.40) {
         // A new job: sometimes a double click, sometimes an impatient client, sometimes a key shared with another owner.
-        const key = w.chance(0.05) ? `${o.tag}-shared-${Math.floor(o.random() * 20)}` : `${o.tag}-${c.name}-${k}`;
-        const body = key.includes('-shared-') ? { route: 'plain', input: { messages: [{ role: 'user', content: `shared ${key}` }] } } : newBody(k);
+        const e = o.random();
+        const endpoint: Endpoint = e < 0.55 ? 'jobs' : e < 0.8 ? 'chat' : 'messages';
+        const shared = endpoint === 'jobs' && w.chance(0.05);
+        const key = shared ? `${o.tag}-shared-${Math.floor(o.random() * 20)}` : `${o.tag}-${c.name}-${k}`;
+        const body: CreateBody = shared ? { route: 'plain', input: { messages: [{ role: 'user', content: `shared ${key}` }] } } : newBody(k, endpoint);
         let answers: Answer[];
         if (w.chance(0.3)) {
           const clicks = 2 + Math.floor(o.random() * 3);
-          answers = await Promise.all(Array.from({ length: clicks }, () => create(key, body)));
+          answers = await Promise.all(Array.from({ length: clicks }, () => create(endpoint, key, body)));
         } else if (w.chance(0.25)) {
-          answers = [await create(key, body, 2 + Math.floor(o.random() * 40))];
+          answers = [await create(endpoint, key, body, 2 + Math.floor(o.random() * (endpoint === 'jobs' ? 40 : 400)))];
         } else {
-          answers = [await create(key, body)];
+          answers = [await create(endpoint, key, body)];
         }
-        const job = answers.map((a) => remember(a, key, body)).find((x) => x !== null);
-        if (job && w.chance(0.8)) await follow(job);
+        const job = answers.map((a) => remember(a, endpoint, key, body)).find((x) => x !== null);
+        if (job && w.chance(endpoint === 'jobs' ? 0.8 : 0.4)) await follow(job);
       } else if (r < 0.50 && mine.length > 0) {
         // Key reuse: same key, other input (409) or the same input reordered (a replay).
         const job = w.pick(mine);
-        const other = w.chance(0.6) ? { ...job.body, route: job.body.route === 'plain' ? 'hedged' : 'plain' } : job.body;
-        remember(await create(job.key, other), job.key, other);
+        const other = w.chance(0.6) ? rerouted(job.body) : job.body;
+        remember(await create(job.endpoint, job.key, other), job.endpoint, job.key, other);
       } else if (r < 0.62 && mine.length > 0) {
         await follow(w.pick(mine));
       } else if (r < 0.70 && mine.length > 0) {

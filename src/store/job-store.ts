@@ -324,6 +324,8 @@ export class JobStore implements Store {
         const error: RecordedError = p.outcome.error ?? { code: 'superseded', message: `the job was already ${job.state}`, details: { winner: job.completedBy, job_state: job.state } };
         await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence);
         events.push(event(job, attempt.id, 'attempt.superseded', now, { ...who, error }));
+        // The stream's holder may have gone unknown meanwhile: with this one stopped, nothing may run any more.
+        if (lostStream) await this.#afterInDoubt(q, job, now);
       } else if (p.outcome.state === 'succeeded') {
         // CONTRACT §2, invariant 2: the first completion wins; zero rows means this attempt lost.
         won = await q.jobFinish({

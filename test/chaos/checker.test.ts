@@ -23,14 +23,58 @@ function event(id: number, type: string, attempt: string | null, at: string, dat
   return { id, owner_id: 'alice', job_id: job, attempt_id: attempt, type, data, at };
 }
 
-/** A clean run: attempt 1 refused (503), failover attempt 2 won; a replay, a conflict, two reads. */
+// A streamed chat job (CONTRACT §7): attempt 1 claimed the stream and ended with an error event (failed),
+// the failover's attempt 2 claimed it again and won; the client that saw the break retried and got attempt 2's text.
+const J2 = 'job_0002';
+const B1 = 'att_0021';
+const B2 = 'att_0022';
+const CHAT = { model: 'plain', messages: [{ role: 'user', content: 'stream me' }], stream: true };
+const P1_REPLY = { summary: 'answer p1-7 in a few more words' };
+const P2_REPLY = { summary: 'answer p2-8 in a few more words' };
+const CHAT_RESULT = { content: JSON.stringify(P2_REPLY), finish_reason: 'stop', model: 'model-p2', provider: 'p2', usage: null };
+// A contract-route job over /v1/messages: attempt 1 replied plain text (contract_violation), attempt 2 conformed.
+const J3 = 'job_0003';
+const C1 = 'att_0031';
+const C2 = 'att_0032';
+const MSG = { model: 'contract', max_tokens: 256, messages: [{ role: 'user', content: 'summarize' }] };
+const C2_REPLY = { summary: 'answer p2-9 in a few more words' };
+
+function stream(text: string, end: 'done' | 'error' | 'eof' | 'garbled', errorCode: string | null = null): Record<string, unknown> {
+  return { text, end, error_code: errorCode, events: 3, keepalives: 0 };
+}
+
+/** The streamed job's events: claim, break (failed), failover, claim again, win. */
+function streamEvents(): DbEvent[] {
+  return [
+    event(11, 'attempt.started', B1, 's1', { number: 1, provider: 'p1', kind: 'first' }, J2),
+    event(12, 'attempt.running', B1, 's2', {}, J2),
+    event(13, 'attempt.stream_claimed', B1, 's3', {}, J2),
+    event(14, 'attempt.started', B2, 's4', { number: 2, provider: 'p2', kind: 'failover' }, J2),
+    event(15, 'attempt.failed', B1, 's4', { actor: 'executor:e1', error: { code: 'provider_stream_error' } }, J2),
+    event(16, 'attempt.running', B2, 's5', {}, J2),
+    event(17, 'attempt.stream_claimed', B2, 's6', {}, J2),
+    event(18, 'attempt.succeeded', B2, 's7', { actor: 'executor:e2' }, J2),
+    event(19, 'job.succeeded', B2, 's7', { actor: 'executor:e2' }, J2),
+  ];
+}
+
+/**
+ * A clean run: attempt 1 refused (503), failover attempt 2 won; a replay, a conflict, two reads; a streamed
+ * chat job that failed over mid-stream; a contract job over /v1/messages.
+ */
 function cleanRun(): Mutable<CheckInput> & { db: { takenAt: string; jobs: DbJob[]; attempts: DbAttempt[]; events: DbEvent[] } } {
   const job: DbJob = { owner_id: 'alice', id: J1, idempotency_key: 'k1', route: 'plain', input: BODY.input, metadata: null, state: 'succeeded', version: 1, completed_by: A2, result: RESULT, error: null, created_at: '2026-03-01T11:59:00.000Z' };
   const jobBody = { id: J1, state: 'succeeded', completed_by: A2, result: RESULT };
   const calls: ProviderCall[] = [
     { provider: 'p1', seq: 1, idempotencyKey: `${J1}:1`, jobId: J1, body: {}, behaviour: { status: 503 }, result: 'error', status: 503 },
     { provider: 'p2', seq: 1, idempotencyKey: `${J1}:2`, jobId: J1, body: {}, behaviour: { reply: 'answer p2-1' }, result: 'replied', status: 200 },
+    { provider: 'p1', seq: 2, idempotencyKey: `${J2}:1`, jobId: J2, body: {}, behaviour: { reply: P1_REPLY, streamError: { afterChunks: 2 } }, result: 'stream-error', status: 200 },
+    { provider: 'p2', seq: 2, idempotencyKey: `${J2}:2`, jobId: J2, body: {}, behaviour: { reply: P2_REPLY }, result: 'replied', status: 200 },
+    { provider: 'p1', seq: 3, idempotencyKey: `${J3}:1`, jobId: J3, body: {}, behaviour: { reply: 'plain p1-3 text' }, result: 'replied', status: 200 },
+    { provider: 'p2', seq: 3, idempotencyKey: `${J3}:2`, jobId: J3, body: {}, behaviour: { reply: C2_REPLY }, result: 'replied', status: 200 },
   ];
+  const chatJob: DbJob = { owner_id: 'alice', id: J2, idempotency_key: 'k2', route: 'plain', input: { messages: CHAT.messages, stream: true }, metadata: null, state: 'succeeded', version: 1, completed_by: B2, result: CHAT_RESULT, error: null, created_at: '2026-03-01T11:59:00.000Z', stream_attempt_id: B2 };
+  const contractJob: DbJob = { owner_id: 'alice', id: J3, idempotency_key: 'k3', route: 'contract', input: { messages: MSG.messages }, metadata: null, state: 'succeeded', version: 1, completed_by: C2, result: { content: C2_REPLY, finish_reason: 'stop', model: 'model-p2', provider: 'p2', usage: null }, error: null, created_at: '2026-03-01T11:59:00.000Z', stream_attempt_id: null };
   return {
     history: [
       entry(1, { op: 'create', method: 'POST', path: '/v1/jobs', key: 'k1', body: BODY, status: 201, response: { id: J1, state: 'queued', completed_by: null, result: null } }),
@@ -39,14 +83,23 @@ function cleanRun(): Mutable<CheckInput> & { db: { takenAt: string; jobs: DbJob[
       entry(4, { op: 'get', method: 'GET', path: `/v1/jobs/${J1}`, jobId: J1, response: jobBody }),
       entry(5, { op: 'get', method: 'GET', path: `/v1/jobs/${J1}`, jobId: J1, response: jobBody }),
       entry(6, { op: 'peek', method: 'GET', path: `/v1/jobs/job_bob`, owner: 'alice', jobId: 'job_bob', status: 404, response: { code: 'job_not_found' } }),
+      // The stream broke after two words of attempt 1 (not an answer), the retry with the key got attempt 2's text.
+      entry(7, { op: 'chat', method: 'POST', path: '/v1/chat/completions', key: 'k2', body: CHAT, response: { job_id: J2, stream: stream('{"summary":"answer ', 'error', 'provider_stream_error') } }),
+      entry(8, { op: 'chat', method: 'POST', path: '/v1/chat/completions', key: 'k2', body: CHAT, replayed: true, response: { job_id: J2, stream: stream(JSON.stringify(P2_REPLY), 'done') } }),
+      entry(9, { op: 'chat', method: 'POST', path: '/v1/chat/completions', key: 'k2', body: { ...CHAT, model: 'hedged' }, status: 409, response: { code: 'idempotency_key_reused' } }),
+      entry(10, { op: 'messages', method: 'POST', path: '/v1/messages', key: 'k3', body: MSG, response: { job_id: J3, text: JSON.stringify(C2_REPLY) } }),
     ],
     faults: [{ at: 10, kind: 'kill9', target: 'api-1' }],
     db: {
       takenAt: TAKEN,
-      jobs: [job],
+      jobs: [job, chatJob, contractJob],
       attempts: [
         { owner_id: 'alice', id: A1, job_id: J1, number: 1, provider: 'p1', kind: 'first', state: 'failed', error: { code: 'provider_overloaded' } },
         { owner_id: 'alice', id: A2, job_id: J1, number: 2, provider: 'p2', kind: 'failover', state: 'succeeded', error: null },
+        { owner_id: 'alice', id: B1, job_id: J2, number: 1, provider: 'p1', kind: 'first', state: 'failed', error: { code: 'provider_stream_error' } },
+        { owner_id: 'alice', id: B2, job_id: J2, number: 2, provider: 'p2', kind: 'failover', state: 'succeeded', error: null },
+        { owner_id: 'alice', id: C1, job_id: J3, number: 1, provider: 'p1', kind: 'first', state: 'failed', error: { code: 'contract_violation' } },
+        { owner_id: 'alice', id: C2, job_id: J3, number: 2, provider: 'p2', kind: 'failover', state: 'succeeded', error: null },
       ],
       events: [
         event(1, 'attempt.started', A1, 't1', { number: 1, provider: 'p1', kind: 'first' }),
@@ -58,11 +111,19 @@ function cleanRun(): Mutable<CheckInput> & { db: { takenAt: string; jobs: DbJob[
         event(6, 'attempt.running', A2, 't5'),
         event(7, 'attempt.succeeded', A2, 't6', { actor: 'executor:e2' }),
         event(8, 'job.succeeded', A2, 't6', { actor: 'executor:e2' }),
+        ...streamEvents(),
+        event(21, 'attempt.started', C1, 'c1', { number: 1, provider: 'p1', kind: 'first' }, J3),
+        event(22, 'attempt.running', C1, 'c2', {}, J3),
+        event(23, 'attempt.started', C2, 'c3', { number: 2, provider: 'p2', kind: 'failover' }, J3),
+        event(24, 'attempt.failed', C1, 'c3', { actor: 'executor:e1', error: { code: 'contract_violation' } }, J3),
+        event(25, 'attempt.running', C2, 'c4', {}, J3),
+        event(26, 'attempt.succeeded', C2, 'c5', { actor: 'executor:e2' }, J3),
       ],
     },
     callsBefore: calls,
     callsAfter: calls,
     hedgedRoutes: ['hedged'],
+    contractRoutes: ['contract'],
     // The faults stopped at 12:00:00; the snapshot was read 30 s later; a job may take 20 s to reach an end.
     liveness: { quietSince: QUIET, boundMs: 20_000, rescueSlackMs: 7_000 },
   };
@@ -132,14 +193,48 @@ const plants: Record<ViolationKind, (run: ReturnType<typeof cleanRun>) => void> 
     // The old failure: "mark unknown" failed, the lease was released anyway; the attempt runs with no owner.
     extraJob(run, 'job_orphan', 'unknown', { lease_owner: null, lease_expires_at: null });
   },
+  stream_owner: (run) => {
+    // A hedge claimed the stream while attempt 1 still held it (running): two stream owners at once.
+    hedgedStream(run, [
+      event(11, 'attempt.started', B1, 's1', { number: 1, provider: 'p1', kind: 'first' }, J2),
+      event(12, 'attempt.running', B1, 's2', {}, J2),
+      event(13, 'attempt.stream_claimed', B1, 's3', {}, J2),
+      event(14, 'attempt.started', B2, 's4', { number: 2, provider: 'p2', kind: 'hedge' }, J2),
+      event(16, 'attempt.running', B2, 's5', {}, J2),
+      event(17, 'attempt.stream_claimed', B2, 's6', {}, J2),
+      event(18, 'attempt.succeeded', B2, 's7', { actor: 'executor:e2' }, J2),
+      event(19, 'attempt.superseded', B1, 's8', { actor: 'executor:e1' }, J2),
+    ]);
+  },
+  answer_mismatch: (run) => {
+    // The stream that broke off had carried attempt 1's first words, then attempt 2's: two attempts' text.
+    run.history[6] = { ...run.history[6]!, response: { job_id: J2, stream: stream('{"summary":"answer {"summary":"answer p2-8', 'error', 'attempt_in_doubt') } };
+  },
+  stream_end: (run) => {
+    // The server ended the stream with neither [DONE] nor event: error.
+    run.history[6] = { ...run.history[6]!, response: { job_id: J2, stream: stream('{"summary":"answer ', 'eof') } };
+  },
+  contract_verdict: (run) => {
+    // Attempt 1's provider replied a conforming {"summary"}, yet the attempt failed as a contract violation.
+    run.callsAfter = run.callsAfter.map((c) => (c.idempotencyKey === `${J3}:1` ? { ...c, behaviour: { reply: { summary: 'fine' } } } : c));
+  },
 };
+
+/** Turns the streamed job into a hedged one whose attempt 2 is a hedge, with the given events. */
+function hedgedStream(run: ReturnType<typeof cleanRun>, events: DbEvent[]): void {
+  run.db.jobs = run.db.jobs.map((j) => (j.id === J2 ? { ...j, route: 'hedged' } : j));
+  run.db.attempts = run.db.attempts.map((a) => (a.id === B1 ? { ...a, state: 'superseded', error: { code: 'superseded' } } : a.id === B2 ? { ...a, kind: 'hedge' } : a));
+  run.db.events = [...run.db.events.filter((e) => e.job_id !== J2), ...events];
+  run.callsAfter = run.callsAfter.map((c) => (c.idempotencyKey === `${J2}:1` ? { ...c, result: 'client-closed', status: 200 } : c));
+  run.callsBefore = run.callsAfter;
+}
 
 describe('chaos checker', () => {
   it('passes a clean run and ends with the summary line', () => {
     const report = checkRun(cleanRun());
     expect(report.violations).toEqual([]);
     const text = formatReport(report);
-    expect(text.split('\n').at(-1)).toBe('operations: 6, faults: 1, violations: 0');
+    expect(text.split('\n').at(-1)).toBe('operations: 10, faults: 1, violations: 0');
   });
 
   it('has a planted case for every kind', () => {
@@ -187,13 +282,82 @@ describe('chaos checker', () => {
     expect(checkRun(run).violations.map((v) => v.kind)).toContain('timeout_failed');
   });
 
+  it('streams: a hedge that asked for the stream after attempt 1 claimed it, and stopped, is no violation', () => {
+    const run = cleanRun();
+    // The hedge's claim failed (nothing in the log), it was stopped (superseded) and attempt 1 won.
+    hedgedStream(run, [
+      event(11, 'attempt.started', B1, 's1', { number: 1, provider: 'p1', kind: 'first' }, J2),
+      event(12, 'attempt.running', B1, 's2', {}, J2),
+      event(13, 'attempt.stream_claimed', B1, 's3', {}, J2),
+      event(14, 'attempt.started', B2, 's4', { number: 2, provider: 'p2', kind: 'hedge' }, J2),
+      event(16, 'attempt.running', B2, 's5', {}, J2),
+      event(17, 'attempt.superseded', B2, 's6', { actor: 'executor:e2' }, J2),
+      event(18, 'attempt.succeeded', B1, 's7', { actor: 'executor:e1' }, J2),
+    ]);
+    run.db.attempts = run.db.attempts.map((a) => (a.id === B1 ? { ...a, state: 'succeeded', error: null } : a.id === B2 ? { ...a, state: 'superseded', error: { code: 'superseded' } } : a));
+    const winnerResult = { ...CHAT_RESULT, content: JSON.stringify(P1_REPLY), provider: 'p1', model: 'model-p1' };
+    run.db.jobs = run.db.jobs.map((j) => (j.id === J2 ? { ...j, completed_by: B1, result: winnerResult, stream_attempt_id: B1 } : j));
+    run.callsAfter = run.callsAfter.map((c) => (c.idempotencyKey === `${J2}:1` ? { ...c, behaviour: { reply: P1_REPLY }, result: 'replied' } : c.idempotencyKey === `${J2}:2` ? { ...c, result: 'client-closed' } : c));
+    run.callsBefore = run.callsAfter;
+    run.history[7] = { ...run.history[7]!, response: { job_id: J2, stream: stream(JSON.stringify(P1_REPLY), 'done') } };
+    expect(checkRun(run).violations).toEqual([]);
+  });
+
+  it('streams: a win by another attempt than the live stream holder, and a stored holder that never claimed, are violations', () => {
+    const run = cleanRun();
+    hedgedStream(run, [
+      event(11, 'attempt.started', B1, 's1', { number: 1, provider: 'p1', kind: 'first' }, J2),
+      event(12, 'attempt.running', B1, 's2', {}, J2),
+      event(13, 'attempt.stream_claimed', B1, 's3', {}, J2),
+      event(14, 'attempt.started', B2, 's4', { number: 2, provider: 'p2', kind: 'hedge' }, J2),
+      event(16, 'attempt.running', B2, 's5', {}, J2),
+      event(18, 'attempt.succeeded', B2, 's7', { actor: 'executor:e2' }, J2),
+      event(19, 'attempt.superseded', B1, 's8', { actor: 'executor:e1' }, J2),
+    ]);
+    const messages = checkRun(run).violations.filter((v) => v.kind === 'stream_owner').map((v) => v.message);
+    expect(messages.some((m) => m.includes(`attempt ${B2} won the job`))).toBe(true);
+    expect(messages.some((m) => m.includes('never claimed'))).toBe(true);
+  });
+
+  it('streams: a complete stream or an answer with other text than the stored result is a mismatch', () => {
+    const run = cleanRun();
+    run.history[7] = { ...run.history[7]!, response: { job_id: J2, stream: stream(JSON.stringify(P1_REPLY), 'done') } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toEqual(['answer_mismatch']);
+    const run2 = cleanRun();
+    run2.history[9] = { ...run2.history[9]!, response: { job_id: J3, text: 'plain p1-3 text' } };
+    expect(checkRun(run2).violations.map((v) => v.kind)).toEqual(['answer_mismatch']);
+  });
+
+  it('gateway keys: two bodies answered with one job, two fresh answers, two job ids are violations', () => {
+    const run = cleanRun();
+    run.history.push(entry(11, { op: 'chat', method: 'POST', path: '/v1/chat/completions', key: 'k2', body: { ...CHAT, model: 'hedged' }, replayed: true, response: { job_id: J2, stream: stream(JSON.stringify(P2_REPLY), 'done') } }));
+    expect(checkRun(run).violations.map((v) => v.kind)).toContain('missed_conflict');
+    const run2 = cleanRun();
+    run2.history[7] = { ...run2.history[7]!, replayed: undefined };
+    expect(checkRun(run2).violations.map((v) => v.kind)).toContain('created_twice');
+    const run3 = cleanRun();
+    run3.history.push(entry(11, { op: 'chat', method: 'POST', path: '/v1/chat/completions', key: 'k2', body: CHAT, status: 409, response: { code: 'attempt_in_doubt', job_id: 'job_other' } }));
+    expect(checkRun(run3).violations.map((v) => v.kind)).toContain('duplicate_job');
+    const run4 = cleanRun();
+    run4.history[8] = { ...run4.history[8]!, body: CHAT };
+    expect(checkRun(run4).violations.map((v) => v.kind)).toContain('bad_conflict');
+  });
+
+  it('contracts: a contract job that won with output its schema refuses is a violation', () => {
+    const run = cleanRun();
+    run.db.jobs = run.db.jobs.map((j) => (j.id === J3 ? { ...j, result: { ...(j.result as object), content: 'plain p2-9 text' } } : j));
+    run.callsAfter = run.callsAfter.map((c) => (c.idempotencyKey === `${J3}:2` ? { ...c, behaviour: { reply: 'plain p2-9 text' } } : c));
+    run.history[9] = { ...run.history[9]!, response: { job_id: J3, text: 'plain p2-9 text' } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toEqual(['contract_verdict']);
+  });
+
   it('accepts a result given by a resolve, and rejects one nobody gave', () => {
     const run = cleanRun();
     const given = { resolved_by: 'c0', n: 1 };
     run.db.jobs[0] = { ...run.db.jobs[0]!, result: given };
     run.history = run.history.filter((e) => e.op !== 'get');
-    run.callsBefore = [run.callsBefore[0]!];
-    run.callsAfter = [run.callsAfter[0]!];
+    run.callsBefore = run.callsBefore.filter((c) => c.idempotencyKey !== `${J1}:2`);
+    run.callsAfter = run.callsAfter.filter((c) => c.idempotencyKey !== `${J1}:2`);
     run.history.push(entry(7, { op: 'resolve', method: 'POST', path: `/v1/attempts/${A2}/resolve`, jobId: J1, attemptId: A2, body: { state: 'succeeded', result: given }, response: { id: A2, state: 'succeeded', job: { id: J1, state: 'succeeded', completed_by: A2, result: given } } }));
     expect(checkRun(run).violations).toEqual([]);
     run.db.jobs[0] = { ...run.db.jobs[0]!, result: { resolved_by: 'nobody' } };
