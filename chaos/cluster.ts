@@ -71,13 +71,10 @@ export interface ClusterOptions {
    * the same process (the others `--no-executor`): there a streaming request
    * whose attempt the local executor runs is relayed live (CONTRACT §7), and
    * a kill -9 takes an executor with it. Default 1. Its executor has the
-   * default lease (30 s; `serve` has no `--lease-ms`).
+   * executors' lease (`serve --lease-ms`).
    */
   readonly combinedApis?: number | undefined;
 }
-
-/** The lease of the executor inside `onejob serve` (its default; serve has no option for it). */
-export const SERVE_LEASE_MS = 30_000;
 
 /** A child process that can be killed and started again under the same name and port. */
 export class ManagedProcess {
@@ -365,7 +362,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     for (let i = 1; i <= o.apis; i++) {
       const port = await freePort();
       const executor = i <= combined;
-      const p = new ManagedProcess(`api-${i}`, process.execPath, [BIN, 'serve', ...(executor ? [] : ['--no-executor']), '--config', configFile, '--port', String(port), '--host', '127.0.0.1'], env, join(o.dir, `api-${i}.log`), groups);
+      const p = new ManagedProcess(`api-${i}`, process.execPath, [BIN, 'serve', ...(executor ? ['--lease-ms', String(o.leaseMs)] : ['--no-executor']), '--config', configFile, '--port', String(port), '--host', '127.0.0.1'], env, join(o.dir, `api-${i}.log`), groups);
       p.start();
       started.push(p);
       apis.push(Object.assign(p, { port, executor }));

@@ -5,7 +5,7 @@
  * heals everything (SIGCONT, restarts, proxies calm, fakes calm, gates open).
  */
 import { appendFileSync } from 'node:fs';
-import { SERVE_LEASE_MS, sleep, type Cluster, type ManagedProcess } from './cluster.ts';
+import { sleep, type Cluster, type ManagedProcess } from './cluster.ts';
 import type { FakeDirector } from './fake-director.ts';
 import type { FaultRecord } from './records.ts';
 import type { CutPoint } from './tcp-proxy.ts';
@@ -21,9 +21,9 @@ export interface FaultOptions {
   readonly everyMs: number;
   readonly leaseMs: number;
   /**
-   * Epoch ms when the workload ends. An API process with an executor inside (lease
-   * {@link SERVE_LEASE_MS}) is not killed later than a lease and the rescue before it, so
-   * its attempts are rescued before the liveness check's clock starts.
+   * Epoch ms when the workload ends. An API process with an executor inside is
+   * not killed later than a lease and the rescue before it, so its attempts are
+   * rescued before the liveness check's clock starts.
    */
   readonly until?: number | undefined;
   /** Restart PostgreSQL (disturbs other users of the server: long mode only). */
@@ -84,7 +84,7 @@ export class FaultScheduler {
       [3, async () => {
         const p = this.#pick(cluster.apis);
         if (!p.running || !this.#othersUp(cluster.apis, p)) return;
-        if (p.executor === true && this.o.until !== undefined && Date.now() > this.o.until - SERVE_LEASE_MS - 10_000) return;
+        if (p.executor === true && this.o.until !== undefined && Date.now() > this.o.until - this.o.leaseMs - 10_000) return;
         this.#record('kill9', p.name);
         await p.kill9();
         await sleep(this.#between(300, 1500));

@@ -366,8 +366,11 @@ export class Executor {
     // Step: dispatch. `running` is recorded when the request reaches the connection.
     let answered = false;
     let runningTimer: NodeJS.Timeout | undefined;
+    /** The `running` mark is scheduled and not yet written. */
+    let markPending = false;
     const hedgeAfterMs = this.#o.routes[job.route]?.hedgeAfterMs ?? null;
     const markRunning = () => {
+      markPending = false;
       if (answered || f.leaseLost) return;
       runningWrite = runningWrite
         .then(() => this.#o.store.markRunning({ ...fence, timeoutMs: provider.timeoutMs }))
@@ -386,7 +389,10 @@ export class Executor {
     const onDispatched = () => {
       dispatched = true;
       if (hedgeAfterMs !== null || this.#o.runningMarkDelayMs === 0) markRunning();
-      else runningTimer = setTimeout(markRunning, this.#o.runningMarkDelayMs);
+      else {
+        markPending = true;
+        runningTimer = setTimeout(markRunning, this.#o.runningMarkDelayMs);
+      }
     };
     // Step: the deadline makes the attempt unknown; the request keeps listening for a late answer.
     const deadline = setTimeout(() => {
@@ -410,6 +416,9 @@ export class Executor {
       if (firstOutput || !isOutputDelta(d)) return;
       firstOutput = true;
       clearTimeout(hedgeTimer);
+      // The first token waits for nothing but the claim: a `running` mark not yet written goes after it.
+      const markAfter = markPending;
+      if (markAfter) clearTimeout(runningTimer);
       streamClaim = runningWrite
         .then(() => this.#o.store.claimStream({ ownerId: attempt.ownerId, jobId: job.id, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! }))
         .then((claimed) => {
@@ -428,6 +437,10 @@ export class Executor {
         })
         // A claim that could not be written leaves the stream unclaimed: the attempt goes on, its result is stored as usual.
         .catch((e) => this.events.emit('error', e));
+      if (markAfter) {
+        runningWrite = streamClaim;
+        markRunning();
+      }
     };
     const request: ProviderRequest = {
       input: job.input as never,
