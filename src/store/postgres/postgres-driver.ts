@@ -18,7 +18,7 @@ import pg from 'pg';
 import type { CustomTypesConfig, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import { OnejobError } from '../../core/errors.ts';
 import type { JobState } from '../../core/states.ts';
-import type { Driver, DriverCapabilities, DriverQueries, MigrationResult } from '../driver.ts';
+import type { Driver, DriverCapabilities, DriverQueries, MigrationResult, SettleWonParams } from '../driver.ts';
 import { loadMigrations, MIGRATIONS_DIR } from '../migration-files.ts';
 import * as admin from './admin-queries.ts';
 import { isConnectionFailure, isTransientDatabaseError } from '../transient-errors.ts';
@@ -78,6 +78,12 @@ export interface PostgresDriverOptions {
    * and a second pipeline keeps one slow statement from stalling every create.
    */
   readonly jobInsertPipelines?: number | undefined;
+  /**
+   * Group commit of the fast path's winning settles (`attemptSettleWon`) over
+   * the same pipelines. Default true; false sends one statement per settle
+   * (measurements only: docs/performance.md §10).
+   */
+  readonly batchSettles?: boolean | undefined;
   /** How many times a transaction runs at most when it hits a deadlock or serialization failure. Default 3. */
   readonly maxTransactionAttempts?: number | undefined;
   /** The folder holding `postgres/NNNN_name.sql`. Default: the package's `migrations/`. */
@@ -279,7 +285,7 @@ export class PostgresDriver implements Driver {
           const job = await byKey.get([ownerId, key]);
           return job && { ...job };
         },
-        attemptSettleWon: (params) => settles.get(params),
+        ...(options.batchSettles === false ? {} : { attemptSettleWon: (params: SettleWonParams) => settles.get(params) }),
         attemptListByJob: async (ownerId, jobId) => (await attemptsOf.get([ownerId, jobId])).map((a) => ({ ...a })),
       };
     } else {
