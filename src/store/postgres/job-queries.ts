@@ -78,7 +78,9 @@ SELECT count(*)::int AS n FROM j`,
   },
   states: {
     name: 'onejob_job_states',
-    text: `SELECT j.id, j.state FROM jobs j JOIN unnest($1::text[], $2::text[]) AS r(owner_id, id) ON j.owner_id = r.owner_id AND j.id = r.id`,
+    // Each job by its primary key (a LATERAL lookup): a join to the unnested rows may be planned as a scan of every job of an owner.
+    text: `SELECT j.id, j.state FROM unnest($1::text[], $2::text[]) AS r(owner_id, id)
+CROSS JOIN LATERAL (SELECT jobs.id, jobs.state FROM jobs WHERE jobs.owner_id = r.owner_id AND jobs.id = r.id) j`,
   },
   listQueuedForUpdate: {
     name: 'onejob_job_list_queued_for_update',
