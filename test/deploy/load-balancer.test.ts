@@ -12,12 +12,12 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureHaproxy, HAPROXY_CFG, renderHaproxyConfig } from '../../chaos/haproxy.ts';
 import { createPostgresDatabase, postgresSkipReason } from '../support/postgres.ts';
+import { freePort } from '../support/free-port.ts';
 
 const BIN = resolve(import.meta.dirname, '../../bin/onejob');
 const TOKENS = { tok_alice: 'alice', tok_bob: 'bob' } as const;
@@ -25,16 +25,6 @@ const TOKENS = { tok_alice: 'alice', tok_bob: 'bob' } as const;
 const haproxyMissing = ensureHaproxy((line) => console.warn(`load balancer test: ${line}`)) ? null : 'haproxy is not installed and apt-get could not install it';
 if (haproxyMissing !== null) console.warn(`\n*** SKIPPED test/deploy/load-balancer.test.ts: ${haproxyMissing} ***\n`);
 const skip = haproxyMissing ?? postgresSkipReason();
-
-async function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => done(port));
-    });
-    s.on('error', fail);
-  });
-}
 
 async function waitFor(what: string, check: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;

@@ -4,7 +4,6 @@
  * and two processes sharing one PostgreSQL.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -13,22 +12,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { JobStore } from '../../src/store/job-store.ts';
 import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
 import { createTestStore, TEST_DATABASES } from '../support/databases.ts';
+import { freePort } from '../support/free-port.ts';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'onejob');
 const OWNER = 'alice';
 const TOKEN = 'tok_alice_process_0123456789';
 const INPUT = { messages: [{ role: 'user', content: 'work' }] };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function until<T>(what: string, f: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

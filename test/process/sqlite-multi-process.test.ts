@@ -6,7 +6,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,23 +13,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { JobStore } from '../../src/store/job-store.ts';
 import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
 import { createTestStore, TEST_DATABASES } from '../support/databases.ts';
+import { freePort } from '../support/free-port.ts';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'onejob');
 const OWNER = 'alice';
 const TOKEN = 'tok_alice_0123456789';
 const INPUT = { messages: [{ role: 'user', content: 'work' }] };
 const sqlite = TEST_DATABASES.find((d) => d.name === 'sqlite')!;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function until<T>(what: string, f: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -8,10 +8,10 @@
  */
 import { execFile } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { freePort } from './free-port.ts';
 
 const run = promisify(execFile);
 const BIN = process.env.ONEJOB_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
@@ -27,17 +27,6 @@ export interface PrivatePostgres {
   start(): Promise<void>;
   /** Stops it (if running) and removes its folder. */
   destroy(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Runs a PostgreSQL program, as `postgres` when we are root. */

@@ -29,6 +29,17 @@ function prefixed(columns: string, alias: string, prefix: string): string {
 export const JOB_RETURNED = `${prefixed(JOB_COLUMNS, 'j', 'j_')}, ${prefixed(ATTEMPT_COLUMNS, 'a', 'a_')}`;
 const RETURNED = JOB_RETURNED;
 
+/**
+ * The `attempt.started` event of first attempts written with their job, from
+ * the inserted attempts `a` (here and in the create batcher's multi-row form).
+ */
+export const FIRST_ATTEMPT_EVENT = `
+  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
+  SELECT a.owner_id, a.job_id, a.id, 'attempt.started',
+         json_build_object('number', 1, 'provider', a.provider, 'kind', 'first', 'lease_owner', a.lease_owner), a.started_at
+  FROM a
+`;
+
 /** The statements of this file, by name. */
 export const FAST_PATH_SQL = {
   insertLeased: {
@@ -48,12 +59,7 @@ a AS (
   FROM j, t
   RETURNING ${ATTEMPT_COLUMNS}
 ),
-e AS (
-  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
-  SELECT a.owner_id, a.job_id, a.id, 'attempt.started',
-         json_build_object('number', 1, 'provider', a.provider, 'kind', 'first', 'lease_owner', a.lease_owner), a.started_at
-  FROM a
-)
+e AS (${FIRST_ATTEMPT_EVENT})
 SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
   },
   settleWon: {

@@ -28,7 +28,7 @@
 import { OnejobError } from '../../core/errors.ts';
 import type { Attempt, Job } from '../../core/types.ts';
 import type { FirstAttemptRow, JobInsertRow } from '../driver.ts';
-import { JOB_RETURNED, jobInsertLeased, splitJobRow } from './fast-path-queries.ts';
+import { FIRST_ATTEMPT_EVENT, JOB_RETURNED, jobInsertLeased, splitJobRow } from './fast-path-queries.ts';
 import { jobInsert } from './job-queries.ts';
 import { ATTEMPT_COLUMNS, JOB_COLUMNS, jsonParam, jsonValueParam } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
@@ -67,12 +67,7 @@ a AS (
   WHERE r.attempt_id IS NOT NULL
   RETURNING ${ATTEMPT_COLUMNS}
 ),
-e AS (
-  INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
-  SELECT a.owner_id, a.job_id, a.id, 'attempt.started',
-         json_build_object('number', 1, 'provider', a.provider, 'kind', 'first', 'lease_owner', a.lease_owner), a.started_at
-  FROM a
-)
+e AS (${FIRST_ATTEMPT_EVENT})
 SELECT ${JOB_RETURNED} FROM j LEFT JOIN a ON a.job_id = j.id`,
 } as const;
 
