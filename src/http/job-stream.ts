@@ -229,10 +229,10 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
         write(sse.error(e.error));
         end();
       } else {
-        // Nothing of this stream reached the client: wait for what the job does next (a failover's stream, or its end).
+        // Nothing of this stream reached the client: read the job again and wait for what it does next (a failover's stream, or its end).
         relaying = null;
         sse = sseWriter(o, job.id);
-        reread();
+        ctx.jobs.refresh(request.owner, job.id);
       }
     };
 
@@ -247,7 +247,6 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
       }
       if (isJobTerminal(j.state) || j.state === 'unknown') giveBack(j, 'the job ended');
     };
-    let reread = (): void => {};
 
     const keepAlive = setInterval(() => {
       if (!dataSent && !done) write(': keep-alive\n\n');
@@ -261,8 +260,6 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
       onJob,
       onError: (error) => request.log.warn({ err: error }, 'stream re-read failed; trying again at the next change'),
     }, { readNow: o.start === undefined, state: job.state });
-    // After a stream that sent nothing ended, the job is read again (a failover's stream, or its end).
-    reread = () => ctx.jobs.refresh(request.owner, job.id);
     o.start?.();
   });
 }

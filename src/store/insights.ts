@@ -8,10 +8,11 @@
  */
 import { OnejobError } from '../core/errors.ts';
 import type { JobState } from '../core/states.ts';
-import type { Attempt, JobEvent, JobWithAttempts } from '../core/types.ts';
+import type { JobEvent, JobWithAttempts } from '../core/types.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { Driver } from './driver.ts';
 import type { UsageTotalRow } from './insight-queries.ts';
+import { withAttempts } from './with-attempts.ts';
 
 /** Parameters of {@link Insights.searchJobs}. */
 export interface SearchJobsParams {
@@ -101,16 +102,9 @@ export class Insights {
     });
     const page = rows.slice(0, limit);
     const q = this.#driver.queries;
-    const attempts = page.length === 0 ? [] : await q.attemptListByJobs(p.ownerId, page.map((j) => j.id));
-    const byJob = new Map<string, Attempt[]>();
-    for (const a of attempts) {
-      const list = byJob.get(a.jobId);
-      if (list) list.push(a);
-      else byJob.set(a.jobId, [a]);
-    }
     const last = page[page.length - 1];
     return {
-      jobs: page.map((j) => ({ ...j, attempts: byJob.get(j.id) ?? [] })),
+      jobs: await withAttempts(q, p.ownerId, page),
       nextCursor: rows.length > limit && last ? encodeSearchCursor(last.createdAt, last.id, order) : null,
     };
   }

@@ -23,6 +23,7 @@ import { isAttemptActive, isJobTerminal, type AttemptState, type JobState } from
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, SkippedProvider } from '../core/types.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import { Insights, type RecordLateUsageParams } from './insights.ts';
+import { withAttempts } from './with-attempts.ts';
 import type { CertificationRow, Driver, DriverQueries, EventInsertRow, MigrationResult } from './driver.ts';
 import { isCertificationBound } from './store.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
@@ -96,6 +97,11 @@ export class JobStore implements Store {
     this.insights = new Insights(driver);
   }
 
+  /** The stand-in for the database's clock that one-statement writes pass along (null: the database's own). */
+  #clockStandIn(): Date | null {
+    return this.#databaseClock?.now() ?? null;
+  }
+
   /** The database's time (or its stand-in): what leases and deadlines are measured against. */
   #now(q: DriverQueries): Promise<Date> {
     return this.#databaseClock ? Promise.resolve(this.#databaseClock.now()) : q.dbNow();
@@ -147,7 +153,7 @@ export class JobStore implements Store {
     if (first !== null && p.firstAttempt) {
       const leased = await q.jobInsertLeased(row, {
         id: newId('att'), provider: first, leaseOwner: p.firstAttempt.leaseOwner, leaseToken: newId('lease'), leaseMs: p.firstAttempt.leaseMs,
-        now: this.#databaseClock?.now() ?? null,
+        now: this.#clockStandIn(),
       });
       if (leased) {
         const job = { ...leased.job, attempts: [leased.attempt] };
@@ -206,16 +212,9 @@ export class JobStore implements Store {
     const q = this.#driver.queries;
     const rows = await q.jobList({ ownerId: p.ownerId, state: p.state, limit: limit + 1, after });
     const page = rows.slice(0, limit);
-    const attempts = page.length === 0 ? [] : await q.attemptListByJobs(p.ownerId, page.map((j) => j.id));
-    const byJob = new Map<string, Attempt[]>();
-    for (const a of attempts) {
-      const list = byJob.get(a.jobId);
-      if (list) list.push(a);
-      else byJob.set(a.jobId, [a]);
-    }
     const last = page[page.length - 1];
     return {
-      jobs: page.map((j) => ({ ...j, attempts: byJob.get(j.id) ?? [] })),
+      jobs: await withAttempts(q, p.ownerId, page),
       nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
     };
   }
@@ -286,7 +285,7 @@ export class JobStore implements Store {
       const won = await this.#driver.queries.attemptSettleWon({
         ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, leaseOwner: p.fence.leaseOwner, leaseToken: p.fence.leaseToken,
         result: p.outcome.result, ...meteredSet(p.outcome), actor: p.actor ?? `executor:${p.fence.leaseOwner}`,
-        now: this.#databaseClock?.now() ?? null,
+        now: this.#clockStandIn(),
       });
       if (won) {
         const job = { ...won.job, attempts: [won.attempt] };
@@ -441,13 +440,13 @@ export class JobStore implements Store {
   claimStream(p: { ownerId: string; jobId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean> {
     if (!isPlausibleId(p.jobId) || !isPlausibleId(p.attemptId)) return Promise.resolve(false);
     return this.#driver.queries.jobStreamClaim({
-      ownerId: p.ownerId, id: p.jobId, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now: this.#databaseClock?.now() ?? null,
+      ownerId: p.ownerId, id: p.jobId, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now: this.#clockStandIn(),
     });
   }
 
   markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean> {
     if (!isPlausibleId(p.attemptId)) return Promise.resolve(false);
-    return this.#driver.queries.attemptMarkRunning({ ...p, now: this.#databaseClock?.now() ?? null });
+    return this.#driver.queries.attemptMarkRunning({ ...p, now: this.#clockStandIn() });
   }
 
   async markUnknown(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean> {

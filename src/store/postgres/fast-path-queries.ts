@@ -29,6 +29,11 @@ function prefixed(columns: string, alias: string, prefix: string): string {
 export const JOB_RETURNED = `${prefixed(JOB_COLUMNS, 'j', 'j_')}, ${prefixed(ATTEMPT_COLUMNS, 'a', 'a_')}`;
 const RETURNED = JOB_RETURNED;
 
+/** `<table>.<column>` for every column of a list (a RETURNING beside other relations' columns). */
+function qualified(columns: string, table: string): string {
+  return columns.split(', ').map((c) => `${table}.${c}`).join(', ');
+}
+
 /**
  * The `attempt.started` event of first attempts written with their job, from
  * the inserted attempts `a` (here and in the create batcher's multi-row form).
@@ -83,7 +88,7 @@ j AS (
                   version = jobs.version + 1, updated_at = t.now, finished_at = t.now
   FROM t, a0
   WHERE jobs.owner_id = $1 AND jobs.id = $2
-  RETURNING ${JOB_COLUMNS.split(', ').map((c) => `jobs.${c}`).join(', ')}
+  RETURNING ${qualified(JOB_COLUMNS, 'jobs')}
 ),
 a AS (
   UPDATE attempts SET state = 'succeeded', finished_at = t.now, lease_owner = NULL, lease_expires_at = NULL,
@@ -93,7 +98,7 @@ a AS (
     cost_micros = CASE WHEN $7 THEN $11::bigint ELSE attempts.cost_micros END
   FROM t, j
   WHERE attempts.owner_id = $1 AND attempts.id = $3
-  RETURNING ${ATTEMPT_COLUMNS.split(', ').map((c) => `attempts.${c}`).join(', ')}
+  RETURNING ${qualified(ATTEMPT_COLUMNS, 'attempts')}
 ),
 e AS (
   INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
@@ -145,7 +150,7 @@ j AS (
                   version = jobs.version + 1, updated_at = r.now, finished_at = r.now
   FROM a0 JOIN r ON r.ord = a0.ord
   WHERE jobs.ctid = ANY (ARRAY(SELECT job_ctid FROM a0)) AND jobs.ctid = a0.job_ctid
-  RETURNING ${JOB_COLUMNS.split(', ').map((c) => `jobs.${c}`).join(', ')}, a0.attempt_ctid, a0.ord
+  RETURNING ${qualified(JOB_COLUMNS, 'jobs')}, a0.attempt_ctid, a0.ord
 ),
 a AS (
   UPDATE attempts SET state = 'succeeded', finished_at = r.now, lease_owner = NULL, lease_expires_at = NULL,
@@ -155,7 +160,7 @@ a AS (
     cost_micros = CASE WHEN r.with_usage THEN r.cost_micros ELSE attempts.cost_micros END
   FROM j JOIN r ON r.ord = j.ord
   WHERE attempts.ctid = ANY (ARRAY(SELECT attempt_ctid FROM a0)) AND attempts.ctid = j.attempt_ctid
-  RETURNING ${ATTEMPT_COLUMNS.split(', ').map((c) => `attempts.${c}`).join(', ')}, r.actor, r.ord
+  RETURNING ${qualified(ATTEMPT_COLUMNS, 'attempts')}, r.actor, r.ord
 ),
 e AS (
   INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
