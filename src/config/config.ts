@@ -82,8 +82,8 @@ export interface OnejobConfig {
   readonly bodyLimitBytes: number;
   /** How long `POST /v1/chat/completions` waits for its job before answering "retry with the same key". Default 300000 (5 min). */
   readonly chatMaxWaitMs: number;
-  /** API token → owner. */
-  readonly apiKeys: Readonly<Record<string, string>>;
+  /** API token → owner (a name), or `{ owner, readOnly: true }` for a read-only token (reads and live updates only). */
+  readonly apiKeys: Readonly<Record<string, ApiKeyGrant>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
   readonly routes: Readonly<Record<string, RouteConfig>>;
   /** Route contracts, kept as opaque objects for the contracts module. */
@@ -91,6 +91,14 @@ export interface OnejobConfig {
   /** The absolute path of the file that was read, or null. */
   readonly configPath: string | null;
 }
+
+/**
+ * What an API token grants: the owner it acts for, as a plain name, or
+ * `{ "owner": "alice", "readOnly": true }` for a token that may read jobs and
+ * follow them live but never create, resolve or cancel (403 `read_only_token`),
+ * as the dashboard of an on-call viewer needs.
+ */
+export type ApiKeyGrant = string | { readonly owner: string; readonly readOnly?: boolean };
 
 /** Retention of finished jobs (CONTRACT §9, docs/retention.md). */
 export interface RetentionConfig {
@@ -137,7 +145,17 @@ export const CONFIG_FILE_SCHEMA = {
     apiKeys: {
       type: 'object',
       propertyNames: { pattern: '^[!-~]+$' },
-      additionalProperties: { type: 'string', minLength: 1 },
+      additionalProperties: {
+        oneOf: [
+          { type: 'string', minLength: 1 },
+          {
+            type: 'object',
+            additionalProperties: false,
+            required: ['owner'],
+            properties: { owner: { type: 'string', minLength: 1 }, readOnly: { type: 'boolean' } },
+          },
+        ],
+      },
     },
     providers: {
       type: 'object',
@@ -277,7 +295,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     bodyLimitBytes?: number;
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
-    apiKeys?: Record<string, string>;
+    apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
     contracts?: Record<string, Record<string, unknown>>;
@@ -321,7 +339,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
   }
 
   // API keys: file keys may be env: references; ONEJOB_API_KEYS replaces the whole set.
-  let apiKeys: Record<string, string> = {};
+  let apiKeys: Record<string, ApiKeyGrant> = {};
   if (env.ONEJOB_API_KEYS !== undefined && env.ONEJOB_API_KEYS.trim() !== '') {
     apiKeys = parseApiKeys(env.ONEJOB_API_KEYS);
   } else {

@@ -9,6 +9,9 @@
 /** Every error code onejob emits. Codes in CONTRACT §3 are part of the public contract. */
 export const ErrorCode = {
   Unauthorized: 'unauthorized',
+  ReadOnlyToken: 'read_only_token',
+  TooManyRequests: 'too_many_requests',
+  LookupUnsupported: 'lookup_unsupported',
   NotFound: 'not_found',
   JobNotFound: 'job_not_found',
   AttemptNotFound: 'attempt_not_found',
@@ -58,6 +61,9 @@ export interface ErrorSpec {
 /** The one table from code to status, title, retryability and exit code. */
 export const ERROR_TABLE: Readonly<Record<ErrorCode, ErrorSpec>> = {
   unauthorized: { status: 401, title: 'Missing or unknown API token', retryable: false, exitCode: 2 },
+  read_only_token: { status: 403, title: 'The API token is read-only', retryable: false, exitCode: 2 },
+  too_many_requests: { status: 429, title: 'Too many requests', retryable: true, exitCode: 3 },
+  lookup_unsupported: { status: 422, title: "The provider cannot be asked what became of an attempt", retryable: false, exitCode: 2 },
   not_found: { status: 404, title: 'Not found', retryable: false, exitCode: 4 },
   job_not_found: { status: 404, title: 'Job not found', retryable: false, exitCode: 4 },
   attempt_not_found: { status: 404, title: 'Attempt not found', retryable: false, exitCode: 4 },

@@ -1,6 +1,6 @@
 /**
  * What every route group of the HTTP app is given, and the per-request
- * helpers they share (the authenticated owner, log binding).
+ * helpers they share (log binding; the owner is read through src/http/request-owner.ts).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../core/clock.ts';
@@ -35,13 +35,6 @@ export interface AppContext {
   readonly jobs: JobWatch;
   /** The executor of this process, when it runs one: gateway jobs run their first attempt here at once. */
   readonly inline: InlineRunner | null;
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The owner the request acts for, from its bearer token ('' outside /v1/). */
-    owner: string;
-  }
 }
 
 /**

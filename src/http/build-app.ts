@@ -194,17 +194,27 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   app.addHook('preClose', async () => closing.abort());
   app.addHook('onClose', async () => ctx.jobs.close());
   registerServerTiming(app, ctx.metrics);
-  app.decorateRequest('owner', '');
-  app.addHook('onRequest', async (request, reply) => {
+  app.decorateRequest('principal', null);
+  app.addHook('onRequest', async (_request, reply) => {
     // The request id (the load balancer's X-Request-Id, else a new one) is answered and logged with every line.
-    reply.header('x-request-id', request.id);
-    if (!request.url.startsWith('/v1/') && request.url !== '/v1') return;
-    const owner = authenticate(credentialOf(request));
-    if (owner === null) throw new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token');
-    request.owner = owner;
-    request.log = request.log.child({ owner });
-    reply.log = request.log;
+    reply.header('x-request-id', _request.id);
   });
+  /**
+   * Authentication of the `/v1/` scope (CONTRACT §3): a hook of the scope
+   * that holds the routes, so it runs for every spelling of a path the
+   * router matched (`/%761/jobs` is `/v1/jobs` to the router, and so to this
+   * hook). Runs before the body is read (401 before 413 or 400); a read-only
+   * token may use only GET and HEAD unless a route says it is read-only too.
+   */
+  const requireCredential = async (request: FastifyRequest): Promise<void> => {
+    const principal = authenticate(credentialOf(request));
+    if (principal === null) throw new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token');
+    request.principal = principal;
+    request.log = request.log.child({ owner: principal.owner });
+    if (principal.readOnly && request.method !== 'GET' && request.method !== 'HEAD' && (request.routeOptions.config as RouteAccess | undefined)?.readOnlyAllowed !== true) {
+      throw new OnejobError('read_only_token', 'this API token is read-only: it can read jobs and follow them, not create, resolve or cancel');
+    }
+  };
 
   app.setErrorHandler((error, request, reply) => {
     const problem = toProblem(error);
@@ -214,7 +224,12 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     return reply.code(problem.status).headers(problem.headers).type('application/problem+json').send(problem.body);
   });
   app.setNotFoundHandler(async (request) => {
-    throw new OnejobError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`);
+    const path = routedPathOf(request.url);
+    // An unknown /v1/ path is still a /v1/ request: without a valid token it is 401, never a hint of what exists.
+    if (isV1Path(path) && authenticate(credentialOf(request)) === null) {
+      throw new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token');
+    }
+    throw new OnejobError('not_found', `no route ${request.method} ${path}`, { details: { path } });
   });
 
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
@@ -237,30 +252,67 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
-  app.register(async (scope) => {
-    registerJobRoutes(scope, ctx);
-    registerAttemptRoutes(scope, ctx);
-    registerChatRoutes(scope, ctx, options.chatCompletions);
-    registerMessagesRoutes(scope, ctx, options.chatCompletions);
-    registerOpsRoutes(scope, ctx);
-    registerUsageRoutes(scope, ctx);
-    registerEventRoutes(scope, ctx);
-    registerCertificationRoutes(scope, ctx);
-    registerDashboardRoutes(scope);
+  // Every /v1/ route lives in this scope, behind its authentication hook; nothing else does.
+  app.register(async (v1) => {
+    v1.addHook('onRequest', requireCredential);
+    registerJobRoutes(v1, ctx);
+    registerAttemptRoutes(v1, ctx);
+    registerChatRoutes(v1, ctx, options.chatCompletions);
+    registerMessagesRoutes(v1, ctx, options.chatCompletions);
+    registerUsageRoutes(v1, ctx);
+    registerEventRoutes(v1, ctx);
+    registerCertificationRoutes(v1, ctx);
+    v1.addHook('onRoute', (route) => {
+      const urls = Array.isArray(route.url) ? route.url : [route.url];
+      for (const url of urls) if (!isV1Path(url)) throw new Error(`route ${url} is registered in the authenticated /v1/ scope but is not a /v1/ path`);
+    });
+  });
+  // Routes that need no token: health, readiness, metrics, the API document and the dashboard's assets.
+  app.register(async (open) => {
+    open.addHook('onRoute', (route) => {
+      const urls = Array.isArray(route.url) ? route.url : [route.url];
+      for (const url of urls) if (isV1Path(url)) throw new Error(`route ${url} is a /v1/ path registered outside the authenticated scope`);
+    });
+    registerOpsRoutes(open, ctx);
+    registerDashboardRoutes(open);
   });
   return app;
+}
+
+/** A route's declaration of what a read-only token may do with it (route `config`). */
+export interface RouteAccess {
+  /** A non-GET route that changes nothing (a search, an MCP session's list calls): read-only tokens may call it. */
+  readonly readOnlyAllowed?: boolean;
+}
+
+/** The path of a URL as the router sees it: without the query, percent-decoded (a malformed escape stays as sent). */
+export function routedPathOf(url: string): string {
+  const raw = url.split('?')[0] ?? '';
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/** Whether a (decoded) path is under `/v1`, in any letter case, however its slashes and dot segments are spelled. */
+export function isV1Path(path: string): boolean {
+  const segments = path.split(/[/\\]+/).filter((s) => s !== '' && s !== '.');
+  return segments[0]?.split(';')[0]?.toLowerCase() === 'v1' || segments.some((s) => s === '..');
 }
 
 /**
  * The credential of a request, as an `Authorization` value: the header
  * itself, or on `/v1/messages` (and only there) `x-api-key: <token>` as
- * Anthropic's clients send it (CONTRACT §3). `Authorization` wins when both are sent.
+ * Anthropic's clients send it (CONTRACT §3). `Authorization` wins when both
+ * are sent. The route is the one the router matched, never the raw URL.
  */
 function credentialOf(request: FastifyRequest): string | undefined {
   const authorization = request.headers.authorization;
   if (authorization !== undefined) return authorization;
   const apiKey = request.headers['x-api-key'];
   if (typeof apiKey !== 'string' || apiKey === '') return undefined;
-  const path = request.url.split('?')[0];
-  return path === MESSAGES_PATH ? `Bearer ${apiKey}` : undefined;
+  // Matched routes by their pattern; an unknown path (the 404 answer) by its decoded spelling.
+  const path = request.routeOptions.url ?? routedPathOf(request.url);
+  return path === MESSAGES_PATH || path.startsWith(`${MESSAGES_PATH}/`) ? `Bearer ${apiKey}` : undefined;
 }

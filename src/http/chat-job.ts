@@ -14,6 +14,7 @@ import type { ClaimedAttempt } from '../store/store.ts';
 import { bindLog, type AppContext } from './app-context.ts';
 import { chatRouteOf } from './chat-completion.ts';
 import { waitForJob } from './routes/job-routes.ts';
+import { requestWriter } from './request-owner.ts';
 
 /** Header naming the job a gateway answer belongs to. */
 export const JOB_ID_HEADER = 'onejob-job-id';
@@ -68,7 +69,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   const leasedAt = performance.now();
   try {
     ({ job, created, claimed } = await tracedCreateJob(store, request.headers, {
-      ownerId: request.owner,
+      ownerId: requestWriter(request),
       idempotencyKey: p.idempotencyKey,
       route,
       input: p.input,

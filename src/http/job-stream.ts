@@ -24,6 +24,7 @@ import { ChatChunkEncoder, chatSseEvent } from '../protocols/openai-chat-stream.
 import type { AppContext } from './app-context.ts';
 import { writeSseHead } from './sse.ts';
 import { chatCompletionId } from './chat-completion.ts';
+import { requestOwner } from './request-owner.ts';
 
 /** Default of {@link StreamJobResponseOptions.keepAliveMs}: comments at least every 15 s while nothing was sent (CONTRACT §7). */
 export const DEFAULT_KEEP_ALIVE_MS = 15_000;
@@ -232,7 +233,7 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
         // Nothing of this stream reached the client: read the job again and wait for what it does next (a failover's stream, or its end).
         relaying = null;
         sse = sseWriter(o, job.id);
-        ctx.jobs.refresh(request.owner, job.id);
+        ctx.jobs.refresh(requestOwner(request), job.id);
       }
     };
 
@@ -256,7 +257,7 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
     ctx.closing.addEventListener('abort', onWaitEnd);
     // Watching first, reading second: a stream or an outcome that came in between is not missed.
     if (!o.buffered) unwatch = hub.watch(job.id, onEvent);
-    const offJob = ctx.jobs.watch(request.owner, job.id, {
+    const offJob = ctx.jobs.watch(requestOwner(request), job.id, {
       onJob,
       onError: (error) => request.log.warn({ err: error }, 'stream re-read failed; trying again at the next change'),
     }, { readNow: o.start === undefined, state: job.state });

@@ -12,6 +12,7 @@ import {
   type IdParams, type ResolveAttemptBody, type StartAttemptBody,
 } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
+import { requestOwner, requestWriter } from '../request-owner.ts';
 
 /**
  * The recorded error of a resolution: an object with string `code` and
@@ -50,7 +51,7 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       },
     },
     handler: async (request, reply) => {
-      const job = await store.getJob(request.owner, request.params.id);
+      const job = await store.getJob(requestOwner(request), request.params.id);
       if (job === null) throw new OnejobError('job_not_found', `no job ${request.params.id}`, { details: { job_id: request.params.id } });
       bindLog(request, reply, { job_id: job.id });
       return { data: job.attempts.map(attemptBody) };
@@ -75,11 +76,11 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       if (provider !== undefined && !Object.hasOwn(config.providers, provider)) {
         throw new OnejobError('provider_unknown', `no provider named ${JSON.stringify(provider)} is configured`, { details: { provider } });
       }
-      const job = await store.getJob(request.owner, jobId);
+      const job = await store.getJob(requestOwner(request), jobId);
       if (job === null) throw new OnejobError('job_not_found', `no job ${jobId}`, { details: { job_id: jobId } });
       const route = Object.hasOwn(config.routes, job.route) ? config.routes[job.route] : undefined;
       const attempt = await store.startAttempt({
-        ownerId: request.owner,
+        ownerId: requestWriter(request),
         jobId,
         kind: 'manual',
         provider,
@@ -122,9 +123,9 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       else if (body.state === 'failed') outcome = { state: 'failed', error: resolutionError(body.error, 'failed') };
       else outcome = { state: 'cancelled', error: body.error === undefined ? undefined : resolutionError(body.error, 'cancelled') };
       // A failed or cancelled resolution may fail over: through the route's certification gate, as any failover.
-      const found = await store.getAttempt(request.owner, attemptId);
-      const route = found ? (await store.getJob(request.owner, found.jobId))?.route : undefined;
-      const settled = await store.settleAttempt({ ownerId: request.owner, attemptId, outcome, actor: 'api', eligible: route === undefined ? undefined : ctx.eligible(route), reason: body.reason });
+      const found = await store.getAttempt(requestOwner(request), attemptId);
+      const route = found ? (await store.getJob(requestOwner(request), found.jobId))?.route : undefined;
+      const settled = await store.settleAttempt({ ownerId: requestWriter(request), attemptId, outcome, actor: 'api', eligible: route === undefined ? undefined : ctx.eligible(route), reason: body.reason });
       bindLog(request, reply, { job_id: settled.job.id });
       metrics.attempts.inc({ state: settled.attempt.state });
       if (settled.failover) metrics.attempts.inc({ state: settled.failover.state });

@@ -19,6 +19,7 @@ import { bearerSecurity, errorResponses, idParams, type IdParams } from '../api-
 import { bindLog, type AppContext } from '../app-context.ts';
 import { coalescedRun } from '../job-watch.ts';
 import { writeSseHead } from '../sse.ts';
+import { requestOwner } from '../request-owner.ts';
 
 /** An event as the API shows it. */
 export function eventBody(e: JobEvent) {
@@ -71,10 +72,10 @@ export function registerEventRoutes(app: FastifyInstance, ctx: AppContext, optio
     },
     handler: async (request, reply) => {
       const { id } = request.params;
-      const job = await ctx.store.getJob(request.owner, id);
+      const job = await ctx.store.getJob(requestOwner(request), id);
       if (job === null) throw new OnejobError('job_not_found', `no job ${id}`, { details: { job_id: id } });
       bindLog(request, reply, { job_id: job.id });
-      return { data: (await ctx.store.listEvents(request.owner, id)).map(eventBody) };
+      return { data: (await ctx.store.listEvents(requestOwner(request), id)).map(eventBody) };
     },
   });
 
@@ -90,7 +91,7 @@ export function registerEventRoutes(app: FastifyInstance, ctx: AppContext, optio
       response: { 200: { type: 'string', description: 'An event stream.' }, ...errorResponses },
     },
     handler: async (request, reply) => {
-      const owner = request.owner;
+      const owner = requestOwner(request);
       const store = ctx.store;
       const lastHeader = request.headers['last-event-id'];
       const fromHeader = typeof lastHeader === 'string' && /^\d{1,15}$/.test(lastHeader) ? Number(lastHeader) : undefined;

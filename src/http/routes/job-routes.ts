@@ -13,6 +13,7 @@ import {
 } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
 import { isJobSearch, searchJobsAnswer } from './job-search.ts';
+import { requestOwner, requestWriter } from '../request-owner.ts';
 
 /** The syntax of an Idempotency-Key: 1–255 visible ASCII characters. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[!-~]{1,255}$/;
@@ -75,7 +76,7 @@ export async function waitForJob(
     };
     // Watching first: a change committed from now on reaches this request (pushed, or read once for all its waiters).
     // A request about to start the job's only attempt itself has nothing to catch up on: no read.
-    const unwatch = ctx.jobs.watch(request.owner, first.id, {
+    const unwatch = ctx.jobs.watch(requestOwner(request), first.id, {
       onJob: (job) => {
         if (job === null) return finish();
         latest = job;
@@ -127,7 +128,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
       }
       let result;
       try {
-        result = await tracedCreateJob(store, request.headers, { ownerId: request.owner, idempotencyKey, route, input, metadata, providers: routeConfig.providers });
+        result = await tracedCreateJob(store, request.headers, { ownerId: requestWriter(request), idempotencyKey, route, input, metadata, providers: routeConfig.providers });
       } catch (error) {
         if (isOnejobError(error, 'idempotency_key_reused')) {
           metrics.conflicts.inc();
@@ -167,7 +168,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
     handler: async (request) => {
       if (isJobSearch(request.query)) return searchJobsAnswer(ctx, request);
       const { state, limit, cursor } = request.query;
-      const page = await store.listJobs({ ownerId: request.owner, state, limit, cursor });
+      const page = await store.listJobs({ ownerId: requestOwner(request), state, limit, cursor });
       return { data: page.jobs.map(jobBody), next_cursor: page.nextCursor };
     },
   });
@@ -184,7 +185,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     handler: async (request, reply) => {
       const { id } = request.params;
-      const job = await store.getJob(request.owner, id);
+      const job = await store.getJob(requestOwner(request), id);
       if (job === null) throw jobNotFound(id);
       bindLog(request, reply, { job_id: job.id });
       const waited = await waitForJob(ctx, request, reply, job, Math.round((request.query.wait ?? 0) * 1000));
@@ -204,7 +205,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     handler: async (request, reply: FastifyReply) => {
       bindLog(request, reply, { job_id: request.params.id });
-      const job = await store.cancelJob(request.owner, request.params.id, { actor: 'api', reason: request.body?.reason });
+      const job = await store.cancelJob(requestWriter(request), request.params.id, { actor: 'api', reason: request.body?.reason });
       request.log.info('job cancelled');
       return jobBody(job);
     },

@@ -8,6 +8,7 @@ import { OnejobError } from '../../core/errors.ts';
 import { jobBody } from '../api-bodies.ts';
 import type { ListJobsQuery } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
+import { requestOwner } from '../request-owner.ts';
 
 const SEARCH_MEMBERS = ['route', 'provider', 'since', 'until', 'q', 'order'] as const;
 
@@ -35,7 +36,7 @@ export async function searchJobsAnswer(ctx: AppContext, request: FastifyRequest<
   const createdUntil = instantOf('until', q.until);
   if (createdSince && createdUntil && createdSince > createdUntil) throw new OnejobError('invalid_request', 'since must not be after until');
   const page = await ctx.store.insights.searchJobs({
-    ownerId: request.owner, state: q.state, route: q.route, provider: q.provider, createdSince, createdUntil,
+    ownerId: requestOwner(request), state: q.state, route: q.route, provider: q.provider, createdSince, createdUntil,
     text: q.q, order: q.order, limit: q.limit, cursor: q.cursor,
   });
   return { data: page.jobs.map(jobBody), next_cursor: page.nextCursor };

@@ -12,6 +12,7 @@ import { bearerSecurity, errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
 import { instantOf } from './job-search.ts';
 import { usageMetrics } from '../usage-metrics.ts';
+import { requestOwner } from '../request-owner.ts';
 
 /** Query of `GET /v1/usage`. */
 export const usageQuery = {
@@ -64,7 +65,7 @@ export function registerUsageRoutes(app: FastifyInstance, ctx: AppContext): void
     handler: async (request) => {
       const q = request.query;
       const rows = await ctx.store.insights.usage({
-        ownerId: request.owner,
+        ownerId: requestOwner(request),
         since: instantOf('since', q.since),
         until: instantOf('until', q.until),
         bucketMs: q.bucket_seconds === undefined ? undefined : q.bucket_seconds * 1000,
