@@ -208,5 +208,17 @@ for (const db of TEST_DATABASES) {
       expect(job.result).toMatchObject({ content: 'after the wait', provider: 'limited' });
       expect(fallbackFake.calls).toHaveLength(0);
     });
+
+    it('a streamed request whose attempt got a 429 with Retry-After: the client keeps waiting and receives the retry\'s stream', async () => {
+      upstream.script([{ status: 429, headers: { 'retry-after': '1' } }, { chunks: ['after ', 'the ', 'wait'] }]);
+      const res = await chat('limited');
+      expect(res.status).toBe(200);
+      const events = eventsOf(await res.text());
+      expect(events.at(-1)).toBe('data: [DONE]');
+      expect(contentOf(events)).toBe('after the wait');
+      const job = (await until(() => jobOf(key), (j) => j?.state === 'succeeded'))!;
+      expect(job.attempts.map((a) => [a.number, a.provider, a.state])).toEqual([[1, 'limited', 'failed'], [2, 'limited', 'succeeded']]);
+      expect(fallbackFake.calls).toHaveLength(0);
+    });
   });
 }
