@@ -22,7 +22,7 @@ export const JOB_ID_HEADER = 'onejob-job-id';
 /** What {@link createChatJob} is given. */
 export interface ChatJobRequest {
   /** The endpoint, part of the fingerprint: one key cannot be replayed across endpoints. */
-  readonly endpoint: 'chat.completions' | 'messages';
+  readonly endpoint: 'chat.completions' | 'messages' | 'responses';
   /** The request's `model`: a route name or `route:<name>`. */
   readonly model: string;
   /** The job's input (the chat input, OpenAI shape). */
@@ -30,6 +30,8 @@ export interface ChatJobRequest {
   /** The whole request body: a replay must repeat it exactly (canonically). */
   readonly body: unknown;
   readonly idempotencyKey: string;
+  /** The job's metadata (the Responses endpoint keeps what rebuilds a Response there). Default none. */
+  readonly metadata?: Record<string, unknown> | undefined;
 }
 
 /** A created or joined job. */
@@ -73,6 +75,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
       idempotencyKey: p.idempotencyKey,
       route,
       input: p.input,
+      ...(p.metadata === undefined ? {} : { metadata: p.metadata }),
       providers: config.routes[route]!.providers,
       fingerprint: fingerprint({ endpoint: p.endpoint, body: p.body }),
       firstAttempt,
