@@ -117,6 +117,61 @@ for (const db of TEST_DATABASES) {
       expect(rest.at(-1)!.type).toBe('response.completed');
     });
 
+    it('retrieve with stream=true follows a background Response live, and starting_after skips what a client already has', async () => {
+      gw.openaiFake.script([{ reply: 'alpha beta gamma', chunks: ['alpha', ' beta', ' gamma'], streamGate: { afterChunks: 1, gate: 'mid' } }]);
+      const r = await client().responses.create({ model: 'gpt', input: 'go', background: true }, withKey(key));
+      await gw.openaiFake.waitForCalls(1);
+      const live = await client().responses.retrieve(r.id, { stream: true });
+      const seen: OpenAI.Responses.ResponseStreamEvent[] = [];
+      let released = false;
+      for await (const e of live) {
+        seen.push(e);
+        // The first delta arrived while the provider is held mid-stream: the relay is live, not a replay at the end.
+        if (e.type === 'response.output_text.delta' && !released) {
+          expect(e.delta).toBe('alpha');
+          expect((await client().responses.retrieve(r.id)).status).toBe('in_progress');
+          released = true;
+          gw.openaiFake.release('mid');
+        }
+      }
+      expect(released).toBe(true);
+      expect(seen.map((e) => e.sequence_number)).toEqual(seen.map((_, i) => i));
+      expect(seen.at(-1)!.type).toBe('response.completed');
+      const text = seen.filter((e): e is OpenAI.Responses.ResponseTextDeltaEvent => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+      expect(text).toBe('alpha beta gamma');
+      // After the end: the events after 3 are the stored Response's, numbered from 4.
+      const after = await client().responses.retrieve(r.id, { stream: true, starting_after: 3 });
+      const rest: OpenAI.Responses.ResponseStreamEvent[] = [];
+      for await (const e of after) rest.push(e);
+      expect(rest.map((e) => e.sequence_number)).toEqual(rest.map((_, i) => i + 4));
+      expect(gw.openaiFake.calls).toHaveLength(1);
+    });
+
+    it('a stream that breaks after output ends with an error event naming the job (the SDK raises it); the attempt is unknown', async () => {
+      gw.openaiFake.script([{ reply: 'cut short here', chunks: ['cut', ' short', ' here'], streamCut: { afterChunks: 1 } }]);
+      const stream = await client().responses.create({ model: 'gpt', input: 'x', stream: true }, withKey(key));
+      const types: string[] = [];
+      const error = await (async () => {
+        for await (const e of stream) types.push(e.type);
+        return null;
+      })().catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+      let [job] = await gw.jobsWithKey(key);
+      // The error event may go out before the attempt's end is written: wait for the job to settle in doubt.
+      for (let i = 0; i < 100 && job!.state !== 'unknown'; i += 1) {
+        await new Promise((r) => setTimeout(r, 50));
+        [job] = await gw.jobsWithKey(key);
+      }
+      expect(types).toContain('response.output_text.delta');
+      expect(types).not.toContain('response.completed');
+      expect(error).toBeInstanceOf(OpenAI.APIError);
+      expect((error as unknown as { error: { job_id: string } }).error.job_id).toBe(job!.id);
+      expect(job!.attempts.map((a) => a.state)).toEqual(['unknown']);
+      // In doubt: retrieve says in_progress, with onejob.state unknown.
+      const r = (await client().responses.retrieve(`resp_${job!.id}`)) as OpenAI.Responses.Response & { onejob: { state: string } };
+      expect(r.status).toBe('in_progress');
+      expect(r.onejob.state).toBe('unknown');
+    });
+
     it("the SDK's stream helper (responses.stream): text deltas and finalResponse()", async () => {
       gw.openaiFake.script([{ reply: 'streamed helper', chunks: ['streamed', ' helper'] }]);
       const stream = client().responses.stream({ model: 'gpt', input: 'hi' }, withKey(key));
