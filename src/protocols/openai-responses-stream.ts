@@ -106,7 +106,8 @@ export class ResponsesStreamEncoder {
    * Closes the open item (an answer with no output at all gets its empty
    * message, as the stored Response has), then `response.completed` (or
    * `response.incomplete`) with the Response of the job's stored `result`:
-   * exactly what `GET /v1/responses/{id}` answers.
+   * what `GET /v1/responses/{id}` answers (its `completed_at` is
+   * `completedAt`, by default when the relay saw the end).
    */
   finish(result: unknown, completedAt: Date = new Date()): ResponsesSseEvent[] {
     const out: ResponsesSseEvent[] = [...this.start()];

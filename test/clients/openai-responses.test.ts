@@ -13,6 +13,16 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TEST_DATABASES } from '../support/databases.ts';
 import { startGateway, TOKEN, TOKEN_BOB, type Gateway } from './gateway-server.ts';
 
+/** The error a call rejects with (a resolved call fails the test). */
+async function apiError(call: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
+  return call.then(
+    () => {
+      throw new Error('the call succeeded');
+    },
+    (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+  );
+}
+
 type Sent = { messages: { role: string; content: unknown; tool_calls?: unknown; tool_call_id?: string }[]; [k: string]: unknown };
 
 for (const db of TEST_DATABASES) {
@@ -358,21 +368,21 @@ for (const db of TEST_DATABASES) {
     });
 
     it('a member onejob cannot serve is refused (422 invalid_request naming it), a hosted tool too; nothing is created', async () => {
-      const e = await client().responses.create({ model: 'gpt', input: 'x', tools: [{ type: 'web_search' }] }, withKey(key)).catch((err: unknown) => err as InstanceType<typeof OpenAI.APIError>);
+      const e = await apiError(client().responses.create({ model: 'gpt', input: 'x', tools: [{ type: 'web_search' }] }, withKey(key)));
       expect(e).toBeInstanceOf(OpenAI.UnprocessableEntityError);
       expect(e.code).toBe('invalid_request');
       expect(e.message).toContain('tools');
-      const c = await client().responses.create({ model: 'gpt', input: 'x', conversation: 'conv_1' }, withKey(key)).catch((err: unknown) => err as InstanceType<typeof OpenAI.APIError>);
+      const c = await apiError(client().responses.create({ model: 'gpt', input: 'x', conversation: 'conv_1' }, withKey(key)));
       expect(c).toBeInstanceOf(OpenAI.UnprocessableEntityError);
       expect(await gw.jobsWithKey(key)).toEqual([]);
-      const missing = await client().responses.create({ model: 'gpt', input: 'x' }).catch((err: unknown) => err as InstanceType<typeof OpenAI.APIError>);
+      const missing = await apiError(client().responses.create({ model: 'gpt', input: 'x' }));
       expect(missing.status).toBe(400);
       expect(missing.code).toBe('idempotency_key_missing');
     });
 
     it('a failed job: the plain create is 502 job_failed; retrieve shows status failed with its error', async () => {
       gw.openaiFake.script([{ status: 400, error: { message: 'bad' } }]);
-      const e = await client().responses.create({ model: 'gpt', input: 'x' }, withKey(key)).catch((err: unknown) => err as InstanceType<typeof OpenAI.APIError>);
+      const e = await apiError(client().responses.create({ model: 'gpt', input: 'x' }, withKey(key)));
       expect(e.status).toBe(502);
       expect(e.code).toBe('job_failed');
       const [job] = await gw.jobsWithKey(key);
