@@ -516,6 +516,28 @@ export function functionCallItemId(jobId: string, index: number): string {
   return `fc_${jobId}_${index}`;
 }
 
+/**
+ * The job whose Response holds the item `id` names (an output item
+ * `msg_<job id>…` / `fc_<job id>_<n>`, or an input item `…_<job id>_in<n>`),
+ * or null: how an `item_reference` is resolved from the owner's own jobs.
+ *
+ * @example jobIdOfItem('fc_job_0193…_0') // 'job_0193…'
+ */
+export function jobIdOfItem(id: string): string | null {
+  const m = /^(?:msg|fc|fco|item)_(job_[0-9A-Za-z-]+)(?:_(?:in)?\d+)?$/.exec(id);
+  return m === null ? null : m[1]!;
+}
+
+/** Replaces each `item_reference` of `items` with the item it names, found by `find` (null: it names none; the reference's index is given). */
+export async function resolveItemReferences(items: readonly unknown[], find: (id: string, index: number) => Promise<unknown>): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for (const [i, item] of items.entries()) {
+    if (isRecord(item) && item.type === 'item_reference' && typeof item.id === 'string') out.push(await find(item.id, i));
+    else out.push(item);
+  }
+  return out;
+}
+
 /** The Response `status` of a job state (and a succeeded job's finish reason). */
 export function responseStatusOf(state: JobState, finishReason?: string): ResponseStatus {
   switch (state) {

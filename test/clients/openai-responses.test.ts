@@ -311,6 +311,19 @@ for (const db of TEST_DATABASES) {
       );
       expect(manual.output_text).toBe('Still cold.');
       expect((gw.openaiFake.calls[2]!.body as Sent).messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+      // The call passed back by reference (as the AI SDK does with stored items): resolved from the owner's own Response.
+      gw.openaiFake.script([{ reply: 'By reference.' }]);
+      const fcId = (first.output[0] as { id: string }).id;
+      const byRef = await client().responses.create(
+        { model: 'gpt', tools, input: [{ role: 'user', content: 'Weather in Oslo?' }, { type: 'item_reference', id: fcId }, { type: 'function_call_output', call_id: 'call_7', output: 'cold' }] },
+        withKey(`${key}-4`),
+      );
+      expect(byRef.output_text).toBe('By reference.');
+      expect((gw.openaiFake.calls[3]!.body as Sent).messages[1]!.tool_calls).toEqual([{ id: 'call_7', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }]);
+      // Another owner cannot reference it: 404, nothing created.
+      const bob = await apiError(client(TOKEN_BOB).responses.create({ model: 'gpt', input: [{ type: 'item_reference', id: fcId }] }, withKey(`${key}-bob`)));
+      expect(bob).toBeInstanceOf(OpenAI.NotFoundError);
+      expect(gw.openaiFake.calls).toHaveLength(4);
     });
 
     it('streamed function call arguments: function_call_arguments.delta events and the done item', async () => {

@@ -6,7 +6,7 @@
  * equality of a live stream's end with the stored Response.
  */
 import { describe, expect, it } from 'vitest';
-import { conversationOf, responseInputItems, responseOf, responsesRequestToChatInput, type ResponsesRecord } from '../../src/protocols/openai-responses.ts';
+import { conversationOf, jobIdOfItem, responseInputItems, responseOf, responsesRequestToChatInput, type ResponsesRecord } from '../../src/protocols/openai-responses.ts';
 import { ResponsesStreamEncoder } from '../../src/protocols/openai-responses-stream.ts';
 
 const ok = (body: unknown, previous: Parameters<typeof responsesRequestToChatInput>[1] = null) => {
@@ -94,7 +94,6 @@ describe('responsesRequestToChatInput', () => {
     expect(refused({ model: 'm', input: 'x', truncation: 'auto' })).toBe('truncation');
     expect(refused({ model: 'm', input: 'x', reasoning: { summary: 'auto' } })).toBe('reasoning.summary');
     expect(refused({ model: 'm', input: [{ type: 'reasoning', id: 'r', summary: [] }] })).toBe('input[0].type');
-    expect(refused({ model: 'm', input: [{ type: 'item_reference', id: 'msg_1' }] })).toBe('input[0].type');
     expect(refused({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file_1', detail: 'auto' }] }] })).toBe('input[0].content[0].file_id');
     expect(refused({ model: 'm', input: 'x', frobnicate: 1 })).toBe('frobnicate');
     expect(refused({ model: 'm' })).toBe('input');
@@ -116,6 +115,18 @@ describe('responsesRequestToChatInput', () => {
 const record = (over: Partial<ResponsesRecord> = {}): ResponsesRecord => ({ model: 'chat', request: { model: 'chat' }, input_items: [{ role: 'user', content: 'hi' }], instructions_first: false, ...over });
 const result = { content: 'Hello', finish_reason: 'stop', model: 'm-1', provider: 'p', usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] };
 const created = new Date('2026-01-01T00:00:00Z');
+
+describe('jobIdOfItem', () => {
+  it('the job an output or input item id belongs to; null for ids onejob never gave', () => {
+    const job = 'job_01a233c3-c4b8-717d-bbbc-5eb5d3384cd3';
+    expect(jobIdOfItem(`msg_${job}`)).toBe(job);
+    expect(jobIdOfItem(`msg_${job}_2`)).toBe(job);
+    expect(jobIdOfItem(`fc_${job}_0`)).toBe(job);
+    expect(jobIdOfItem(`fco_${job}_in3`)).toBe(job);
+    expect(jobIdOfItem('msg_abc123')).toBeNull();
+    expect(jobIdOfItem(`rs_${job}`)).toBeNull();
+  });
+});
 
 describe('conversationOf', () => {
   it('the job’s messages without its instructions, then its answer (text and tool calls) as the assistant', () => {

@@ -23,7 +23,9 @@ import {
   RESPONSES_DELIVERY_MEMBERS,
   RESPONSES_RECORD_KEY,
   conversationOf,
+  jobIdOfItem,
   jobIdOfResponse,
+  resolveItemReferences,
   responseInputItems,
   responseOf,
   responsesRecordOf,
@@ -197,7 +199,20 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
         }
         previous = conversationOf(p.job.input, p.job.result, p.record);
       }
-      const t = responsesRequestToChatInput(body, previous);
+      // An `item_reference` names an item of one of the owner's Responses (its id derives from the job's): the item itself.
+      const input = Array.isArray(body.input)
+        ? await resolveItemReferences(body.input, async (id) => {
+            const jobId = jobIdOfItem(id);
+            const found = jobId === null ? null : await ctx.store.getJob(owner, jobId);
+            const rec = found === null ? null : responsesRecordOf(found.metadata);
+            const item = found === null || rec === null
+              ? undefined
+              : [...responseOfJob(found, rec).output, ...responseInputItems(found.id, rec)].find((i) => (i as { id?: unknown }).id === id);
+            if (item === undefined) throw new OnejobError('not_found', `no item ${id} in your Responses`, { details: { item_id: id } });
+            return item;
+          })
+        : body.input;
+      const t = responsesRequestToChatInput(input === body.input ? body : { ...body, input }, previous);
       if (!t.ok) throw memberRejection(t.member, t.message);
       // Delivery is not intent (CONTRACT §13): the fingerprint leaves stream, background and stream_options out.
       const intent = Object.fromEntries(Object.entries(body).filter(([k]) => !RESPONSES_DELIVERY_MEMBERS.has(k)));
