@@ -361,6 +361,31 @@ for (const db of TEST_DATABASES) {
       expect(gw.openaiFake.calls).toHaveLength(1);
     });
 
+    it('streamed duplicates share the stream: both receive the same events from the first, one provider call', async () => {
+      gw.openaiFake.script([{ reply: 'shared live text', chunks: ['shared', ' live', ' text'], streamGate: { afterChunks: 1, gate: 'dup' } }]);
+      const body = { model: 'gpt', input: 'share', stream: true as const };
+      const read = async (onFirst: () => void = () => {}) => {
+        const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+        for await (const e of await client().responses.create(body, withKey(key))) {
+          events.push(e);
+          if (events.length === 1) onFirst();
+        }
+        return events;
+      };
+      const a = read();
+      await gw.openaiFake.waitForCalls(1);
+      // The provider is held after its first chunk: the second request joins the live stream (its buffered events come at once).
+      let joined!: () => void;
+      const firstOfB = new Promise<void>((r) => (joined = r));
+      const b = read(joined);
+      await firstOfB;
+      gw.openaiFake.release('dup');
+      const [ea, eb] = await Promise.all([a, b]);
+      expect(eb.map((e) => [e.type, e.sequence_number])).toEqual(ea.map((e) => [e.type, e.sequence_number]));
+      expect(ea.filter((e) => e.type === 'response.output_text.delta').map((e) => (e as OpenAI.Responses.ResponseTextDeltaEvent).delta)).toEqual(['shared', ' live', ' text']);
+      expect(gw.openaiFake.calls).toHaveLength(1);
+    });
+
     it('structured output: text.format json_schema reaches the provider as response_format; the text is the JSON', async () => {
       gw.openaiFake.script([{ reply: { city: 'Rome' } }]);
       const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
