@@ -5,7 +5,6 @@
  * member the OpenAI SDKs read. Pure functions; the route lives in
  * `routes/chat-routes.ts`.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { JobWithAttempts } from '../core/types.ts';
 import type { OnejobConfig } from '../config/config.ts';
 
@@ -156,19 +155,4 @@ export function withOpenAiError(problem: Record<string, unknown>): Record<string
   const code = typeof problem.code === 'string' ? problem.code : 'internal';
   const message = typeof problem.detail === 'string' ? problem.detail : String(problem.title ?? code);
   return { ...problem, error: { message, type: code, code, param: typeof problem.field === 'string' ? problem.field : null, ...extensions } };
-}
-
-/**
- * A route's `onSend` hook that adds the OpenAI-style `error` member
- * ({@link withOpenAiError}) to every problem document the route answers, so
- * the OpenAI SDKs show onejob's `code` and message. Other payloads pass.
- */
-export async function openAiProblemOnSend(_request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
-  const type = reply.getHeader('content-type');
-  if (typeof payload !== 'string' || typeof type !== 'string' || !type.startsWith('application/problem+json')) return payload;
-  try {
-    return JSON.stringify(withOpenAiError(JSON.parse(payload) as Record<string, unknown>));
-  } catch {
-    return payload;
-  }
 }

@@ -61,9 +61,6 @@ export interface ResponsesRecord {
   readonly instructions_first: boolean;
 }
 
-/** The members of a create body that say how to deliver, not what to answer (CONTRACT §13): not part of the fingerprint. */
-export const RESPONSES_DELIVERY_MEMBERS: ReadonlySet<string> = new Set(['stream', 'background', 'stream_options']);
-
 /**
  * Members of the create body and what becomes of them: `map` (translated
  * into the chat input), `echo` (kept on the Response only), `onejob`

@@ -12,7 +12,7 @@
 import type { FastifyInstance } from 'fastify';
 import { bearerSecurity, chatCompletionBody, createJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
-import { chatCompletionOf, openAiProblemOnSend } from '../chat-completion.ts';
+import { chatCompletionOf } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
 import { streamJobResponse } from '../job-stream.ts';
@@ -71,8 +71,6 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
     onRequest: async (request) => {
       idempotencyKeyOf(request);
     },
-    // OpenAI SDKs read `error.code` / `error.message`: add that view to every problem of this route.
-    onSend: openAiProblemOnSend,
     handler: async (request, reply) => {
       const idempotencyKey = idempotencyKeyOf(request);
       const body = request.body;

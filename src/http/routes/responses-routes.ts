@@ -12,7 +12,7 @@
  * runs it; what rebuilds the Response (the echoed members, this request's
  * input items) is kept in the job's metadata. `previous_response_id` is
  * resolved here, from the owner's own jobs. Every problem carries the
- * OpenAI-style `error` member. See docs/responses-api.md.
+ * OpenAI-style `error` member (the /v1/ scope adds it). See docs/responses-api.md.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { OnejobError, isOnejobError } from '../../core/errors.ts';
@@ -20,7 +20,6 @@ import { isJobTerminal } from '../../core/states.ts';
 import type { JobWithAttempts } from '../../core/types.ts';
 import { defaultStreamHub } from '../../executor/stream-hub.ts';
 import {
-  RESPONSES_DELIVERY_MEMBERS,
   RESPONSES_RECORD_KEY,
   conversationOf,
   jobIdOfItem,
@@ -36,7 +35,6 @@ import {
 import { ResponsesStreamEncoder, responsesSseEvent, type ResponsesSseEvent } from '../../protocols/openai-responses-stream.ts';
 import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
-import { openAiProblemOnSend } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { streamJobResponse } from '../job-stream.ts';
 import { requestOwner, requestWriter } from '../request-owner.ts';
@@ -185,7 +183,6 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
     onRequest: async (request) => {
       idempotencyKeyOf(request);
     },
-    onSend: openAiProblemOnSend,
     handler: async (request, reply) => {
       const idempotencyKey = idempotencyKeyOf(request);
       const body = request.body;
@@ -214,10 +211,9 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
         : body.input;
       const t = responsesRequestToChatInput(input === body.input ? body : { ...body, input }, previous);
       if (!t.ok) throw memberRejection(t.member, t.message);
-      // Delivery is not intent (CONTRACT §13): the fingerprint leaves stream, background and stream_options out.
-      const intent = Object.fromEntries(Object.entries(body).filter(([k]) => !RESPONSES_DELIVERY_MEMBERS.has(k)));
+      // The fingerprint is the body's intent: createChatJob leaves stream, background and stream_options out (CONTRACT §13).
       const created = await createChatJob(ctx, request, reply, {
-        endpoint: 'responses', model: t.model, input: t.input, body: intent, idempotencyKey, metadata: { [RESPONSES_RECORD_KEY]: t.record },
+        endpoint: 'responses', model: t.model, input: t.input, body, idempotencyKey, metadata: { [RESPONSES_RECORD_KEY]: t.record },
       });
       // A joined job answers with its own record (the first request's echo).
       const record = responsesRecordOf(created.job.metadata) ?? t.record;
@@ -256,7 +252,6 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       querystring: retrieveQuery,
       response: { 200: responseSchema, ...errorResponses },
     },
-    onSend: openAiProblemOnSend,
     handler: async (request, reply) => {
       const { job, record } = await loadResponseJob(ctx, requestOwner(request), request.params.id);
       bindLog(request, reply, { job_id: job.id });
@@ -280,7 +275,6 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       params: responseIdParams,
       response: { 200: responseSchema, ...errorResponses },
     },
-    onSend: openAiProblemOnSend,
     handler: async (request: FastifyRequest<{ Params: { id: string } }>, reply) => {
       const owner = requestWriter(request);
       const { job, record } = await loadResponseJob(ctx, owner, request.params.id);
@@ -316,7 +310,6 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
         ...errorResponses,
       },
     },
-    onSend: openAiProblemOnSend,
     handler: async (request, reply) => {
       const { job, record } = await loadResponseJob(ctx, requestOwner(request), request.params.id);
       bindLog(request, reply, { job_id: job.id });
