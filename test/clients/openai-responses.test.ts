@@ -213,6 +213,11 @@ for (const db of TEST_DATABASES) {
       }
       expect(polled.status).toBe('completed');
       expect(polled.output_text).toBe('done in the background');
+      // background is delivery, not intent: the same key and body without it is the same job, replayed.
+      const again = await client().responses.create({ model: 'gpt', input: 'slow' }, withKey(key)).withResponse();
+      expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.data.id).toBe(first.id);
+      expect(again.data.output_text).toBe('done in the background');
       expect(gw.openaiFake.calls).toHaveLength(1);
     });
 
