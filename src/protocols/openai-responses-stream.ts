@@ -25,6 +25,8 @@ import { functionCallItemId, messageItemId, responseOf, type OnejobResponse, typ
 export interface ResponsesStreamEncoderOptions {
   /** The job as the stream starts (its state is reported as `in_progress` until the end). */
   readonly job: Omit<ResponseJobView, 'state' | 'result' | 'error' | 'completedAt'>;
+  /** When the job's winning attempt finished, when it already has (a replay's `completed_at`). Default: when {@link ResponsesStreamEncoder.finish} is called. */
+  readonly completedAt?: Date | null | undefined;
   /** Only events whose `sequence_number` is greater are returned (`starting_after`). Default: all. */
   readonly startingAfter?: number | undefined;
 }
@@ -107,9 +109,9 @@ export class ResponsesStreamEncoder {
    * message, as the stored Response has), then `response.completed` (or
    * `response.incomplete`) with the Response of the job's stored `result`:
    * what `GET /v1/responses/{id}` answers (its `completed_at` is
-   * `completedAt`, by default when the relay saw the end).
+   * `completedAt`, by default the option's, else when the relay saw the end).
    */
-  finish(result: unknown, completedAt: Date = new Date()): ResponsesSseEvent[] {
+  finish(result: unknown, completedAt: Date = this.#o.completedAt ?? new Date()): ResponsesSseEvent[] {
     const out: ResponsesSseEvent[] = [...this.start()];
     if (this.#outputs === 0) out.push(...this.delta({ type: 'text', text: '' }));
     out.push(...this.#close());

@@ -125,6 +125,8 @@ for (const db of TEST_DATABASES) {
       for await (const e of resumed) rest.push(e);
       expect(rest[0]!.sequence_number).toBe(5);
       expect(rest.at(-1)!.type).toBe('response.completed');
+      // The replay's Response is the stored one, completed_at included.
+      expect((rest.at(-1) as OpenAI.Responses.ResponseCompletedEvent).response).toEqual(retrieved);
     });
 
     it('retrieve with stream=true follows a background Response live, and starting_after skips what a client already has', async () => {

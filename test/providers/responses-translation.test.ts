@@ -196,6 +196,12 @@ describe('ResponsesStreamEncoder', () => {
     expect(replay.at(-1)).toEqual({ ...last, sequence_number: replay.length - 1 });
   });
 
+  it("a replay's Response carries the job's completed_at, not the time of the replay", () => {
+    const done = new Date('2025-06-01T12:00:00Z');
+    const last = new ResponsesStreamEncoder({ job, completedAt: done }).replay(result).at(-1) as { response: { completed_at: number } };
+    expect(last.response.completed_at).toBe(Math.floor(done.getTime() / 1000));
+  });
+
   it('starting_after: only the events numbered above it', () => {
     const all = new ResponsesStreamEncoder({ job }).replay(result);
     const rest = new ResponsesStreamEncoder({ job, startingAfter: 3 }).replay(result);

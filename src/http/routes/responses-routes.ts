@@ -111,14 +111,18 @@ async function loadResponseJob(ctx: AppContext, ownerId: string, id: string): Pr
   return { job, record };
 }
 
+/** When a job's answer was decided (its winner finished, else its terminal write), or null while it is not. */
+function completedAtOf(job: JobWithAttempts): Date | null {
+  return job.attempts.find((a) => a.id === job.completedBy)?.finishedAt ?? (isJobTerminal(job.state) ? job.updatedAt : null);
+}
+
 /** A job as its Response now. */
 export function responseOfJob(job: JobWithAttempts, record: ResponsesRecord): OnejobResponse {
-  const winner = job.attempts.find((a) => a.id === job.completedBy);
   return responseOf({
     jobId: job.id,
     state: job.state,
     createdAt: job.createdAt,
-    completedAt: winner?.finishedAt ?? (isJobTerminal(job.state) ? job.updatedAt : null),
+    completedAt: completedAtOf(job),
     result: job.result,
     error: job.error,
     record,
@@ -218,7 +222,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       // A joined job answers with its own record (the first request's echo).
       const record = responsesRecordOf(created.job.metadata) ?? t.record;
       if (t.stream) {
-        const enc = new ResponsesStreamEncoder({ job: { jobId: created.job.id, createdAt: created.job.createdAt, record } });
+        const enc = new ResponsesStreamEncoder({ job: { jobId: created.job.id, createdAt: created.job.createdAt, record }, completedAt: completedAtOf(created.job) });
         const r = await streamJobResponse({
           ctx, request, reply, job: created.job, encoder: 'responses', responses: enc, model: t.model,
           buffered: bufferedRoute(ctx, created.job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, start: created.start,
@@ -256,7 +260,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       const { job, record } = await loadResponseJob(ctx, requestOwner(request), request.params.id);
       bindLog(request, reply, { job_id: job.id });
       if (request.query.stream !== true) return responseOfJob(job, record);
-      const enc = new ResponsesStreamEncoder({ job: { jobId: job.id, createdAt: job.createdAt, record }, startingAfter: request.query.starting_after });
+      const enc = new ResponsesStreamEncoder({ job: { jobId: job.id, createdAt: job.createdAt, record }, completedAt: completedAtOf(job), startingAfter: request.query.starting_after });
       const r = await streamJobResponse({
         ctx, request, reply, job, encoder: 'responses', responses: enc, model: record.model,
         buffered: bufferedRoute(ctx, job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub,
