@@ -19,7 +19,7 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { DynamicStructuredTool } from '@langchain/core/tools';
 import { HumanMessage, type BaseMessage } from '@langchain/core/messages';
 import { ChatOpenAI } from '@langchain/openai';
-import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool as agentTool } from '@openai/agents';
+import { Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, run, setTracingDisabled, tool as agentTool } from '@openai/agents';
 import { generateText, jsonSchema, stepCountIs, streamText, tool as aiTool } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -201,45 +201,72 @@ for (const db of TEST_DATABASES) {
         func: async (input: { city: string }) => weatherOf(input.city),
       });
 
-      it('several steps: one job per step; step 2, retried by LangChain after its client-side timeout (a new request to the SDK: retry count 0), keeps its key and calls the provider once', async () => {
-        gw.openaiFake.script(threeSteps('slow-step'));
-        const model = new ChatOpenAI({ model: 'gpt', apiKey: TOKEN, timeout: 1_000, maxRetries: 4, configuration: { baseURL: baseURL(), fetch: intentFetch({ fetch: recording }) } }).bindTools([weather]);
+      /** The loop: invoke, run the tool calls, until an answer; returns it and the number of steps. */
+      async function loop(useResponsesApi: boolean): Promise<{ answer: string; steps: number }> {
+        const model = new ChatOpenAI({
+          model: 'gpt',
+          apiKey: TOKEN,
+          useResponsesApi,
+          timeout: 1_000,
+          maxRetries: 4,
+          configuration: { baseURL: baseURL(), fetch: intentFetch({ fetch: recording }) },
+        }).bindTools([weather]);
         const messages: BaseMessage[] = [new HumanMessage('Weather in Paris and in Rome?')];
-        let answer: unknown = null;
-        let steps = 0;
-        while (answer === null && steps < 5) {
-          steps++;
+        for (let steps = 1; steps <= 5; steps++) {
           const ai = await model.invoke(messages);
           messages.push(ai);
-          if ((ai.tool_calls ?? []).length === 0) answer = ai.content;
+          if ((ai.tool_calls ?? []).length === 0) return { answer: ai.text, steps };
           for (const call of ai.tool_calls ?? []) messages.push(await weather.invoke(call));
         }
-        expect(answer).toBe('Sunny in Paris, rainy in Rome.');
-        expect(steps).toBe(3);
-        await expectOneJobPerStep(3);
-        const step2 = triesOfStep(2);
-        expect(step2.length).toBeGreaterThanOrEqual(2);
-        // LangChain retries by itself (the openai client under it has maxRetries 0): every try is count 0.
-        expect(new Set(step2.map((t) => t.retryCount))).toEqual(new Set(['0']));
-      });
+        throw new Error('the loop did not end');
+      }
+
+      for (const useResponsesApi of [false, true]) {
+        it(`${useResponsesApi ? 'useResponsesApi: true (/v1/responses)' : 'chat completions'}, several steps: one job per step; step 2, retried by LangChain after its client-side timeout (a new request to the SDK: retry count 0), keeps its key and calls the provider once`, async () => {
+          gw.openaiFake.script(threeSteps('slow-step'));
+          expect(await loop(useResponsesApi)).toEqual({ answer: 'Sunny in Paris, rainy in Rome.', steps: 3 });
+          expect(new Set(tries.map((t) => (JSON.parse(t.body) as { input?: unknown }).input !== undefined))).toEqual(new Set([useResponsesApi]));
+          await expectOneJobPerStep(3);
+          const step2 = triesOfStep(2);
+          expect(step2.length).toBeGreaterThanOrEqual(2);
+          // LangChain retries by itself (the openai client under it has maxRetries 0): every try is count 0.
+          expect(new Set(step2.map((t) => t.retryCount))).toEqual(new Set(['0']));
+        });
+      }
     });
 
-    describe('the OpenAI Agents SDK (@openai/agents 0.14.3, the last line on openai 6 / Node 20), chat completions model', () => {
-      it('an agent with a function tool: one job per model call; a model call retried after its client-side timeout keeps its key and calls the provider once', async () => {
-        gw.openaiFake.script(threeSteps('slow-step'));
-        const client = new OpenAI({ apiKey: TOKEN, baseURL: baseURL(), fetch: intentFetch({ fetch: recording }), maxRetries: 4, timeout: 1_000 });
-        const agent = new Agent({
-          name: 'weather',
-          instructions: 'Answer with the weather of every city asked about, using the tool.',
-          tools: [agentTool({ name: 'get_weather', description: 'The weather in a city', parameters: weatherSchema, execute: async (input) => weatherOf((input as { city: string }).city) })],
-          // The agents SDK is typed against its own copy of openai 6; the client is the same at run time.
-          model: new OpenAIChatCompletionsModel(client as unknown as ConstructorParameters<typeof OpenAIChatCompletionsModel>[0], 'gpt'),
+    describe('the OpenAI Agents SDK (@openai/agents 0.14.3, the last line on openai 6 / Node 20)', () => {
+      // The agents SDK is typed against its own copy of openai 6; the client is the same at run time.
+      type AgentsClient = ConstructorParameters<typeof OpenAIResponsesModel>[0];
+      for (const api of ['responses', 'chat completions'] as const) {
+        it(`an agent with a function tool on the ${api} model: one job per model call; a model call retried after its client-side timeout keeps its key and calls the provider once`, async () => {
+          gw.openaiFake.script(threeSteps('slow-step'));
+          const client = new OpenAI({ apiKey: TOKEN, baseURL: baseURL(), fetch: intentFetch({ fetch: recording }), maxRetries: 4, timeout: 1_000 }) as unknown as AgentsClient;
+          let ran = 0;
+          const agent = new Agent({
+            name: 'weather',
+            instructions: 'Answer with the weather of every city asked about, using the tool.',
+            tools: [
+              agentTool({
+                name: 'get_weather',
+                description: 'The weather in a city',
+                parameters: weatherSchema,
+                execute: async (input) => {
+                  ran++;
+                  return weatherOf((input as { city: string }).city);
+                },
+              }),
+            ],
+            model: api === 'responses' ? new OpenAIResponsesModel(client, 'gpt') : new OpenAIChatCompletionsModel(client, 'gpt'),
+          });
+          const result = await run(agent, 'Weather in Paris and in Rome?');
+          expect(result.finalOutput).toBe('Sunny in Paris, rainy in Rome.');
+          expect(ran).toBe(2);
+          expect(new Set(tries.map((t) => (JSON.parse(t.body) as { input?: unknown }).input !== undefined))).toEqual(new Set([api === 'responses']));
+          await expectOneJobPerStep(3);
+          expect(triesOfStep(2).length).toBeGreaterThanOrEqual(2);
         });
-        const result = await run(agent, 'Weather in Paris and in Rome?');
-        expect(result.finalOutput).toBe('Sunny in Paris, rainy in Rome.');
-        await expectOneJobPerStep(3);
-        expect(triesOfStep(2).length).toBeGreaterThanOrEqual(2);
-      });
+      }
     });
   });
 }
