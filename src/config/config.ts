@@ -398,7 +398,7 @@ export function defineConfig(partial: {
   bodyLimitBytes?: number;
   chatMaxWaitMs?: number;
   retention?: Partial<RetentionConfig>;
-  apiKeys?: Record<string, string>;
+  apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
   contracts?: Record<string, Record<string, unknown>>;
