@@ -52,7 +52,7 @@ import { newId } from '../core/ids.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
 import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
-import { isOutputDelta, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
+import { isOutputDelta, providerErrorLogFields, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
 import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
 import type { ClaimedAttempt, SettleAttemptResult, Store } from '../store/store.ts';
 import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
@@ -461,6 +461,8 @@ export class Executor {
       await runningWrite;
       const latencyMs = Date.now() - startedMs;
       log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched }, 'provider answered');
+      // The provider's whole error text goes to the log; the attempt and the job keep it redacted (src/core/redact-credentials.ts).
+      if (outcome.kind !== 'success') log?.warn(providerErrorLogFields(outcome.error), 'provider error');
 
       // Step: classify and record.
       if (f.leaseLost) {
