@@ -1,11 +1,13 @@
 /**
  * Operations routes: liveness, readiness, metrics, the OpenAPI document.
- * None of them needs a token.
+ * None of them needs an API token; `/metrics` needs the `metricsToken` when
+ * one is configured (default: open, as Prometheus scrapes expect).
  */
 import type { FastifyInstance } from 'fastify';
 import { OnejobError } from '../../core/errors.ts';
 import { errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
+import { createApiTokenAuthenticator } from '../api-token-auth.ts';
 
 /** Registers the operations routes. */
 export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -44,14 +46,21 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
   });
 
+  // The same constant-time comparison as the API tokens'.
+  const metricsToken = ctx.config.metricsToken;
+  const scraper = metricsToken === null ? null : createApiTokenAuthenticator({ [metricsToken]: 'metrics' });
   app.get('/metrics', {
     schema: {
       tags: ['operations'],
       summary: 'Prometheus metrics (text exposition format)',
+      description: 'Open by default; with `metricsToken` configured it needs `Authorization: Bearer <metricsToken>` (401 `unauthorized` otherwise).',
       produces: ['text/plain'],
-      response: { 200: { type: 'string', description: 'Prometheus text.' } },
+      response: { 200: { type: 'string', description: 'Prometheus text.' }, ...errorResponses },
     },
-    handler: async (_request, reply) => {
+    handler: async (request, reply) => {
+      if (scraper !== null && scraper(request.headers.authorization) === null) {
+        throw new OnejobError('unauthorized', 'GET /metrics needs Authorization: Bearer <metricsToken>');
+      }
       const text = await ctx.metrics.registry.metrics();
       return reply.type(ctx.metrics.registry.contentType).send(text);
     },
