@@ -15,9 +15,14 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext): void {
     schema: {
       tags: ['operations'],
       summary: 'Liveness: the process is up',
-      response: { 200: { type: 'object', required: ['status'], properties: { status: { type: 'string', const: 'ok' } } } },
+      description: '503 `unavailable` when the process cannot serve whatever the database does (its SQLite worker died and does not start again): replace the process.',
+      response: { 200: { type: 'object', required: ['status'], properties: { status: { type: 'string', const: 'ok' } } }, ...errorResponses },
     },
-    handler: async () => ({ status: 'ok' }),
+    handler: async () => {
+      const reason = ctx.store.liveness();
+      if (reason !== null) throw new OnejobError('unavailable', reason, { details: { reason: 'process_unhealthy' } });
+      return { status: 'ok' };
+    },
   });
 
   app.get('/readyz', {
