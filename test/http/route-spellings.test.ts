@@ -346,8 +346,11 @@ for (const db of TEST_DATABASES) {
       const auth = { authorization: `Bearer ${ALICE}` };
       for (const route of v1Routes().filter((r) => r.method === 'GET')) {
         const plain = fill(route.url, ids);
-        const expected = (await rawRequest(port, 'GET', plain, auth)).status;
-        expect(expected, `GET ${plain}`).toBeLessThan(300);
+        const answer = await rawRequest(port, 'GET', plain, auth);
+        const expected = answer.status;
+        // Answered by the route itself (a job id where a route wants another kind of id may be its own 404), never by the not-found handler.
+        expect(answer.body, `GET ${plain}`).not.toMatch(/no route GET/);
+        if (route.url.startsWith('/v1/jobs')) expect(expected, `GET ${plain}`).toBe(200);
         for (const name of ['%76 for the v (the issue: /%761/jobs)', '%31 for the digit', 'a letter encoded in every later segment']) {
           const path = SPELLINGS.find((s) => s.name === name)!.spell(plain);
           expect((await rawRequest(port, 'GET', path, auth)).status, `GET ${path}`).toBe(expected);
