@@ -99,6 +99,8 @@ export interface OnejobConfig {
   readonly bodyLimitBytes: number;
   /** Largest accepted body on the gateway endpoints (`/v1/chat/completions`, `/v1/messages`, `/v1/responses`). Default 32 MiB. */
   readonly gatewayBodyLimitBytes: number;
+  /** Per gateway endpoint (its path, e.g. `/v1/messages`): a body limit that replaces `gatewayBodyLimitBytes` there. Default none. */
+  readonly endpointBodyLimitBytes: Readonly<Record<string, number>>;
   /** `GET /metrics` needs `Authorization: Bearer <metricsToken>` when set; null (default) leaves it open, as Prometheus expects. */
   readonly metricsToken: string | null;
   /** The `GET /v1/events` feeds: how many an owner may hold open (per process) and how often they re-read. */
@@ -168,6 +170,7 @@ export const CONFIG_FILE_SCHEMA = {
     host: { type: 'string', minLength: 1 },
     bodyLimitBytes: { type: 'integer', minimum: 1 },
     gatewayBodyLimitBytes: { type: 'integer', minimum: 1 },
+    endpointBodyLimitBytes: { type: 'object', propertyNames: { pattern: '^/v1/[!-~]+$' }, additionalProperties: { type: 'integer', minimum: 1 } },
     metricsToken: { type: ['string', 'null'], pattern: '^[!-~]+$' },
     eventFeeds: {
       type: 'object',
@@ -335,6 +338,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     host?: string;
     bodyLimitBytes?: number;
     gatewayBodyLimitBytes?: number;
+    endpointBodyLimitBytes?: Record<string, number>;
     metricsToken?: string | null;
     eventFeeds?: { maxPerOwner?: number; pollMs?: number };
     chatMaxWaitMs?: number;
@@ -432,6 +436,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     retention: { finishedJobsDays: file.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     gatewayBodyLimitBytes: file.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    endpointBodyLimitBytes: { ...(file.endpointBodyLimitBytes ?? {}) },
     metricsToken,
     eventFeeds: { maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
@@ -455,6 +460,7 @@ export function defineConfig(partial: {
   host?: string;
   bodyLimitBytes?: number;
   gatewayBodyLimitBytes?: number;
+  endpointBodyLimitBytes?: Record<string, number>;
   metricsToken?: string | null;
   eventFeeds?: Partial<EventFeedsConfig>;
   chatMaxWaitMs?: number;
@@ -483,6 +489,7 @@ export function defineConfig(partial: {
     retention: { finishedJobsDays: partial.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     gatewayBodyLimitBytes: partial.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    endpointBodyLimitBytes: { ...(partial.endpointBodyLimitBytes ?? {}) },
     metricsToken: partial.metricsToken ?? null,
     eventFeeds: { maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,

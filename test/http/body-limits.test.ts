@@ -68,4 +68,13 @@ describe('request body limits per endpoint', () => {
     expect(job.statusCode).toBe(201);
     await app.close();
   });
+
+  it('endpointBodyLimitBytes gives one gateway endpoint its own limit', async () => {
+    const app = buildApp({ store, config: { ...testConfig(), gatewayBodyLimitBytes: 2 * MiB, endpointBodyLimitBytes: { '/v1/messages': 4 * MiB } }, chatCompletions: { maxWaitMs: 50, retryAfterMs: 10 } });
+    const messages = await app.inject({ method: 'POST', url: '/v1/messages', headers: headers('ep-messages'), payload: messagesWithImage(3 * MiB) });
+    expect(messages.statusCode, messages.body).not.toBe(413);
+    const chat = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: headers('ep-chat'), payload: chatWithImage(3 * MiB) });
+    expect(chat.statusCode).toBe(413);
+    await app.close();
+  });
 });

@@ -50,7 +50,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
 
   app.post<{ Body: ChatCompletionBody }>('/v1/chat/completions', {
     // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
-    ...gatewayBodyLimit(ctx.config),
+    ...gatewayBodyLimit(ctx.config, '/v1/chat/completions'),
     schema: {
       tags: ['openai'],
       summary: 'Create a chat completion (OpenAI-compatible, idempotent)',

@@ -99,7 +99,7 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
 
   app.post<{ Body: Record<string, unknown> }>(MESSAGES_PATH, {
     // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
-    ...gatewayBodyLimit(ctx.config),
+    ...gatewayBodyLimit(ctx.config, MESSAGES_PATH),
     schema: {
       tags: ['anthropic'],
       summary: 'Create a message (Anthropic-compatible, idempotent)',
