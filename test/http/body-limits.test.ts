@@ -45,6 +45,13 @@ describe('request body limits per endpoint', () => {
     expect(messages.statusCode, messages.body).not.toBe(413);
     expect(await jobsWithKey('img-messages')).toHaveLength(1);
 
+    const responses = await app.inject({
+      method: 'POST', url: '/v1/responses', headers: headers('img-responses'),
+      payload: JSON.stringify({ model: 'summarize', input: [{ role: 'user', content: [{ type: 'input_text', text: 'what is this?' }, { type: 'input_image', image_url: `data:image/png;base64,${'A'.repeat(2 * MiB)}` }] }] }),
+    });
+    expect(responses.statusCode, responses.body).not.toBe(413);
+    expect(await jobsWithKey('img-responses')).toHaveLength(1);
+
     const tooBig = await app.inject({ method: 'POST', url: '/v1/chat/completions', headers: headers('img-huge'), payload: chatWithImage(33 * MiB) });
     expect(tooBig.statusCode).toBe(413);
     expect(tooBig.json()).toMatchObject({ code: 'payload_too_large' });

@@ -64,24 +64,6 @@ describe('operations', () => {
     }
   });
 
-  it('GET /metrics with a metricsToken configured: 401 unauthorized without it, with a wrong one or with an API token; 200 with it (and open by default)', async () => {
-    const { buildApp } = await import('../../src/http/build-app.ts');
-    const { testConfig } = await import('./http-test-app.ts');
-    const config = { ...testConfig(), metricsToken: 'tok_metrics_0123456789' };
-    const app = buildApp({ store: server.store, config });
-    for (const authorization of [undefined, 'Bearer wrong', `Bearer ${ALICE}`, 'Basic dG9rX21ldHJpY3NfMDEyMzQ1Njc4OTo=', 'tok_metrics_0123456789']) {
-      const res = await app.inject({ method: 'GET', url: '/metrics', headers: authorization === undefined ? {} : { authorization } });
-      expect(res.statusCode, String(authorization)).toBe(401);
-      expect(res.json()).toMatchObject({ code: 'unauthorized' });
-    }
-    const ok = await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: 'Bearer tok_metrics_0123456789' } });
-    expect(ok.statusCode).toBe(200);
-    expect(ok.body).toContain('# TYPE onejob_attempts_total');
-    await app.close();
-    // The default stays open (the server of this suite has none).
-    expect((await server.request('GET', '/metrics', { token: null })).status).toBe(200);
-  });
-
   it('one identity through the layers: the X-Request-Id from the load balancer is answered, and job answers carry Onejob-Job-Id', async () => {
     const created = await server.request('POST', '/v1/jobs', { key: 'ident-1', body: { route: 'summarize', input: 'x' }, headers: { 'x-request-id': 'lb-req-42' } });
     expect(created.status).toBe(201);
@@ -132,7 +114,9 @@ describe('operations', () => {
       [
         '/healthz', '/metrics', '/readyz', '/v1/attempts/{id}/resolve', '/v1/chat/completions', '/v1/jobs', '/v1/jobs/{id}',
         '/v1/jobs/{id}/attempts', '/v1/jobs/{id}/cancel', '/v1/messages',
-        '/v1/usage', '/v1/events', '/v1/jobs/{id}/events', '/v1/certifications', '/v1/models', '/v1/models/{id}',
+        '/v1/usage', '/v1/events', '/v1/jobs/{id}/events', '/v1/certifications',
+        '/v1/responses', '/v1/responses/{id}', '/v1/responses/{id}/cancel', '/v1/responses/{id}/input_items',
+        '/v1/models', '/v1/models/{id}',
       ].sort(),
     );
     expect(Object.keys(res.body.components.schemas)).toEqual(expect.arrayContaining(['Job', 'Attempt', 'Problem']));
