@@ -35,6 +35,7 @@ import {
 import { ResponsesStreamEncoder, responsesSseEvent, type ResponsesSseEvent } from '../../protocols/openai-responses-stream.ts';
 import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
+import { gatewayBodyLimit } from '../body-limits.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { streamJobResponse } from '../job-stream.ts';
 import { requestOwner, requestWriter } from '../request-owner.ts';
@@ -169,6 +170,8 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
   const hub = options.streamHub ?? defaultStreamHub;
 
   app.post<{ Body: Record<string, unknown> }>(RESPONSES_PATH, {
+    // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
+    ...gatewayBodyLimit(ctx.config, RESPONSES_PATH),
     schema: {
       tags: ['openai'],
       summary: 'Create a response (OpenAI Responses API, idempotent)',
