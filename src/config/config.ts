@@ -40,6 +40,8 @@ export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
 export const DEFAULT_CHAT_MAX_WAIT_MS = 300_000;
 /** The default deadline of one attempt. */
 export const DEFAULT_TIMEOUT_MS = 20_000;
+/** How long a finished keyless job is replayed to the same body (CONTRACT §12): 10 minutes. */
+export const DEFAULT_KEYLESS_WINDOW_MS = 600_000;
 /** The config file read when no path is given, if it exists. */
 export const DEFAULT_CONFIG_FILE = 'onejob.config.json';
 
@@ -82,6 +84,8 @@ export interface OnejobConfig {
   readonly bodyLimitBytes: number;
   /** How long `POST /v1/chat/completions` waits for its job before answering "retry with the same key". Default 300000 (5 min). */
   readonly chatMaxWaitMs: number;
+  /** Creates that send no Idempotency-Key (CONTRACT §12). Default `{ mode: "reject", windowMs: 600000 }`. */
+  readonly keyless: KeylessConfig;
   /** API token → owner (a name), or `{ owner, readOnly: true }` for a read-only token (reads and live updates only). */
   readonly apiKeys: Readonly<Record<string, ApiKeyGrant>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
@@ -99,6 +103,27 @@ export interface OnejobConfig {
  * as the dashboard of an on-call viewer needs.
  */
 export type ApiKeyGrant = string | { readonly owner: string; readonly readOnly?: boolean };
+
+/**
+ * Callers that send no Idempotency-Key (CONTRACT §12, README "Callers that
+ * cannot send a key").
+ *
+ * @example { "mode": "fingerprint", "windowMs": 600000 }
+ */
+export interface KeylessConfig {
+  /**
+   * `reject` (default): a create without the header is `400
+   * idempotency_key_missing`. `fingerprint`: the canonical fingerprint of
+   * (route, body) stands for the key: an undecided job with it is joined,
+   * one finished less than `windowMs` ago is replayed, and after that the
+   * same body creates a new job. Two intents with the same body cannot be
+   * told apart, which is why it is opt-in. `/mcp` uses `fingerprint`
+   * whatever this says (CONTRACT §14).
+   */
+  readonly mode: 'reject' | 'fingerprint';
+  /** How long a finished keyless job is replayed, in ms. Default 600000 (10 minutes). */
+  readonly windowMs: number;
+}
 
 /** Retention of finished jobs (CONTRACT §9, docs/retention.md). */
 export interface RetentionConfig {
@@ -141,6 +166,11 @@ export const CONFIG_FILE_SCHEMA = {
       type: 'object',
       additionalProperties: false,
       properties: { finishedJobsDays: { type: 'number', exclusiveMinimum: 0, maximum: 36_500 } },
+    },
+    keyless: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { mode: { enum: ['reject', 'fingerprint'] }, windowMs: { type: 'integer', minimum: 1, maximum: 2_592_000_000 } },
     },
     apiKeys: {
       type: 'object',
@@ -295,6 +325,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     bodyLimitBytes?: number;
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
+    keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -377,6 +408,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     retention: { finishedJobsDays: file.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
+    keyless: { mode: file.keyless?.mode ?? 'reject', windowMs: file.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys,
     providers,
     routes,
@@ -398,6 +430,7 @@ export function defineConfig(partial: {
   bodyLimitBytes?: number;
   chatMaxWaitMs?: number;
   retention?: Partial<RetentionConfig>;
+  keyless?: Partial<KeylessConfig>;
   apiKeys?: Record<string, string>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -419,6 +452,7 @@ export function defineConfig(partial: {
     retention: { finishedJobsDays: partial.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
+    keyless: { mode: partial.keyless?.mode ?? 'reject', windowMs: partial.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys: { ...(partial.apiKeys ?? {}) },
     providers,
     routes,
