@@ -16,6 +16,7 @@ import { OnejobError } from '../core/errors.ts';
 import { describeAjvError } from './describe-ajv-error.ts';
 import { providerConfigProblems } from '../providers/create-provider.ts';
 import { PRICING_SCHEMA } from './pricing.ts';
+import { mcpServerConfigOf, mcpServerConfigProblems, type McpServerConfig } from '../providers/mcp/mcp-server-config.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -90,6 +91,11 @@ export interface OnejobConfig {
   readonly apiKeys: Readonly<Record<string, ApiKeyGrant>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
   readonly routes: Readonly<Record<string, RouteConfig>>;
+  /**
+   * Upstream MCP servers whose tools `/mcp` offers as `<server>.<tool>`
+   * (CONTRACT §14, docs/mcp.md). Default: none.
+   */
+  readonly mcpServers: Readonly<Record<string, McpServerConfig>>;
   /** Route contracts, kept as opaque objects for the contracts module. */
   readonly contracts: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** The absolute path of the file that was read, or null. */
@@ -217,6 +223,8 @@ export const CONFIG_FILE_SCHEMA = {
       },
     },
     contracts: { type: 'object', additionalProperties: { type: 'object' } },
+    // Each server is checked by mcpServerConfigProblems (one line per problem, with its field).
+    mcpServers: { type: 'object', additionalProperties: { type: 'object' } },
   },
 } as const;
 
@@ -330,6 +338,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
     contracts?: Record<string, Record<string, unknown>>;
+    mcpServers?: Record<string, Record<string, unknown>>;
   };
 
   const problems: string[] = [];
@@ -354,6 +363,24 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
       problems.push(...providerConfigProblems(name, provider).map((x) => `/${x.replace(/^providers\.([^.:]+)\.?/, 'providers/$1/').replace(/\/:/, ':')}`));
     }
     providers[name] = provider;
+  }
+
+  // MCP servers: checked first, then env: secrets resolved in their headers and env values.
+  const mcpServers: Record<string, McpServerConfig> = {};
+  for (const [name, m] of Object.entries(file.mcpServers ?? {})) {
+    const found = mcpServerConfigProblems(name, m);
+    if (found.length > 0) {
+      problems.push(...found.map((x) => `/${x.replace(/^mcpServers\.([^.:]+)\.?/, 'mcpServers/$1/').replace(/\/:/, ':')}`));
+      continue;
+    }
+    const resolved: Record<string, unknown> = { ...m };
+    for (const field of ['headers', 'env'] as const) {
+      const values = m[field] as Record<string, string> | undefined;
+      if (values === undefined) continue;
+      resolved[field] = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, secret(v, `/mcpServers/${name}/${field}/${k}`, env, requireSecrets, problems) ?? '']));
+    }
+    if (typeof m.url === 'string') resolved.url = secret(m.url, `/mcpServers/${name}/url`, env, requireSecrets, problems) ?? '';
+    mcpServers[name] = mcpServerConfigOf(resolved);
   }
 
   const contracts = { ...(file.contracts ?? {}) };
@@ -413,6 +440,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     providers,
     routes,
     contracts,
+    mcpServers,
     configPath,
   };
 }
@@ -435,6 +463,7 @@ export function defineConfig(partial: {
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
   contracts?: Record<string, Record<string, unknown>>;
+  mcpServers?: Record<string, ({ url: string; headers?: Record<string, string> } | { command: string[]; env?: Record<string, string>; cwd?: string }) & { timeoutMs?: number }>;
 }): OnejobConfig {
   const providers: Record<string, ProviderConfig> = {};
   for (const [name, p] of Object.entries(partial.providers ?? {})) {
@@ -457,6 +486,7 @@ export function defineConfig(partial: {
     providers,
     routes,
     contracts: { ...(partial.contracts ?? {}) },
+    mcpServers: Object.fromEntries(Object.entries(partial.mcpServers ?? {}).map(([name, m]) => [name, mcpServerConfigOf(m as Record<string, unknown>)])),
     configPath: null,
   };
 }
