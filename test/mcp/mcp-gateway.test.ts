@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { createMCPClient } from '@ai-sdk/mcp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineConfig } from '../../src/config/config.ts';
 import type { Executor } from '../../src/executor/executor.ts';
@@ -249,6 +250,24 @@ for (const db of TEST_DATABASES) {
       expect((await client.listTools()).tools.map((t) => t.name)).not.toContain('local.refund');
       await client.callTool({ name: 'local.enable_refunds', arguments: {}, _meta: { 'onejob/idempotencyKey': `refunds-${++seq}` } });
       await until('local.refund in the list', async () => (await client.listTools()).tools.some((t) => t.name === 'local.refund'));
+    });
+
+    it("the Vercel AI SDK's MCP client (@ai-sdk/mcp): an agent step repeated twice charges once", async () => {
+      const mcp = await createMCPClient({ transport: { type: 'http', url: `${baseUrl}/mcp`, headers: { authorization: `Bearer ${TOKEN}` } }, maxRetries: 2 });
+      try {
+        const tools = await mcp.tools();
+        const charge = tools['pay.charge']!;
+        const before = payments.ledger.calls;
+        const amount = 2000 + ++seq;
+        const options = { toolCallId: `call_${seq}`, messages: [] };
+        const [a, b] = await Promise.all([charge.execute!({ amount, delayMs: 100 }, options), charge.execute!({ amount, delayMs: 100 }, options)]) as CallToolResult[];
+        const c = await charge.execute!({ amount, delayMs: 100 }, options) as CallToolResult;
+        expect(payments.ledger.calls - before).toBe(1);
+        expect(new Set([a, b, c].map((r) => r!._meta?.['onejob/jobId'])).size).toBe(1);
+        expect(c.structuredContent).toEqual(a!.structuredContent);
+      } finally {
+        await mcp.close();
+      }
     });
 
     it('/mcp needs a token however it is spelled; GET and DELETE answer 405', async () => {
