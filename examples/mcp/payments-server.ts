@@ -48,7 +48,7 @@ export function paymentsServer(ledger: PaymentsLedger): McpServer {
   server.registerTool('charge', {
     description: 'Charge a card. Charges money: never call it twice for one purchase.',
     inputSchema: {
-      amount: z.number().positive(), currency: z.string().optional(),
+      amount: z.number().positive(), currency: z.string().optional(), note: z.string().optional(),
       delayMs: z.number().int().min(0).optional(), hang: z.boolean().optional(), crash: z.boolean().optional(),
     },
     annotations: { title: 'Charge a card', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
