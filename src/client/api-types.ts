@@ -1189,7 +1189,7 @@ export type components = {
             cost_usd?: number | null;
             /**
              * Format: date-time
-             * @description Past it without an answer the attempt is `unknown`; null until an executor claims it.
+             * @description The deadline in force: past it without an answer (a stream: without its first output) the attempt is `unknown` (`deadline_exceeded`). Null before the attempt is running, and once a stream's output flows (then only `idleTimeoutMs` of silence between its events ends it: `stream_stalled`).
              */
             deadline_at: string | null;
             /** @description A machine-readable `code`, a human `message`, and optional `details`; null when there is none. */

@@ -24,6 +24,7 @@ import type { ChatRequest, Provider, ProviderConfig } from '../providers/provide
 import type { Store } from '../store/store.ts';
 import { pricingOf } from '../config/pricing.ts';
 import { McpUpstreams, ProvidersWithTools } from '../providers/mcp/mcp-upstreams.ts';
+import { retryPolicyOf } from '../config/retry-policy.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -127,6 +128,7 @@ export class Runtime {
       eligible: this.eligible,
       checkOutput: this.checkOutput,
       pricing: pricingOf(this.config),
+      retry: retryPolicyOf(this.config),
       logger: this.#logger,
       ...options,
     });
