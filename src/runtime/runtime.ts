@@ -71,7 +71,7 @@ export class Runtime {
       configured.set(name, tracedProvider(createProvider(name, pc as unknown as ProviderConfig)));
     }
     // Tool jobs (`mcp:<server>.<tool>`) find their provider here too, whatever tools the servers offer now.
-    const mcp = new McpUpstreams(o.config.mcpServers, { logger: o.logger });
+    const mcp = new McpUpstreams(o.config.mcpServers, { logger: o.logger, wrapProvider: tracedProvider });
     const providers = new ProvidersWithTools(configured, mcp);
     const contracts = await compileRouteContracts(o.config);
     const runtime = new Runtime(o, providers, contracts, mcp);

@@ -26,10 +26,13 @@ export interface GatewayTool {
  */
 export class McpUpstreams {
   readonly #servers = new Map<string, McpUpstream>();
-  readonly #providers = new Map<string, McpToolProvider>();
+  readonly #providers = new Map<string, Provider>();
+  readonly #wrap: (provider: Provider) => Provider;
 
-  constructor(configs: Readonly<Record<string, McpServerConfig>>, options: McpUpstreamOptions = {}) {
+  /** `options.wrapProvider` wraps each tool provider once when it is made (the runtime traces them as it traces every provider). */
+  constructor(configs: Readonly<Record<string, McpServerConfig>>, options: McpUpstreamOptions & { readonly wrapProvider?: ((provider: Provider) => Provider) | undefined } = {}) {
     for (const [name, config] of Object.entries(configs)) this.#servers.set(name, new McpUpstream(name, config, options));
+    this.#wrap = options.wrapProvider ?? ((p) => p);
   }
 
   /** The configured server names. */
@@ -55,7 +58,7 @@ export class McpUpstreams {
     const parsed = parseMcpToolName(name);
     const upstream = parsed && this.#servers.get(parsed.server);
     if (!parsed || !upstream) return undefined;
-    const provider = new McpToolProvider(upstream, parsed.tool);
+    const provider = this.#wrap(new McpToolProvider(upstream, parsed.tool));
     this.#providers.set(name, provider);
     return provider;
   }
