@@ -160,6 +160,21 @@ for (const db of TEST_DATABASES) {
       expect(payments.ledger.calls).toBe(before);
     });
 
+    it('a tool result with isError: true is the tool\'s answer, stored and replayed as received; an unknown tool is refused', async () => {
+      const client = await connect();
+      const key = `bad-amount-${++seq}`;
+      const call = () => client.callTool({ name: 'pay.charge', arguments: { amount: -1 }, _meta: { 'onejob/idempotencyKey': key } }) as Promise<CallToolResult>;
+      const first = await call();
+      expect(first.isError).toBe(true);
+      const job = await store.getJob(OWNER, first._meta?.['onejob/jobId'] as string);
+      expect(job).toMatchObject({ state: 'succeeded', result: { isError: true, content: first.content } });
+      expect((await call()).content).toEqual(first.content);
+      expect(job!.attempts).toHaveLength(1);
+      const unknown = await errorOf(client.callTool({ name: 'pay.refund_everything', arguments: {} }));
+      expect((unknown.data as { code: string }).code).toBe('not_found');
+      expect((await errorOf(client.callTool({ name: 'nosuchserver.charge', arguments: {} }))).message).toContain('<server>.<tool>');
+    });
+
     it('a hanging tool is unknown: repeats execute nothing until it is resolved; then the job moves on', async () => {
       const client = await connect();
       const before = payments.ledger.calls;
