@@ -42,7 +42,7 @@ export function intentOf(body: unknown): unknown {
 /** What {@link createChatJob} is given. */
 export interface ChatJobRequest {
   /** The endpoint, part of the fingerprint: one key cannot be replayed across endpoints. */
-  readonly endpoint: 'chat.completions' | 'messages';
+  readonly endpoint: 'chat.completions' | 'messages' | 'responses';
   /** The request's `model`: a route name or `route:<name>`. */
   readonly model: string;
   /** The job's input (the chat input, OpenAI shape). */
@@ -52,6 +52,8 @@ export interface ChatJobRequest {
   /** The request's Idempotency-Key, or none and `keyless` (CONTRACT §12: see {@link creationKeyOf}). */
   readonly idempotencyKey?: string | undefined;
   readonly keyless?: { readonly windowMs: number } | undefined;
+  /** The job's metadata (the Responses endpoint keeps what rebuilds a Response there). Default none. */
+  readonly metadata?: Record<string, unknown> | undefined;
 }
 
 /** A created or joined job. */
@@ -99,6 +101,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
       ...key,
       route,
       input: p.input,
+      ...(p.metadata === undefined ? {} : { metadata: p.metadata }),
       providers: config.routes[route]!.providers,
       fingerprint: fingerprint({ endpoint: p.endpoint, body: intentOf(p.body) }),
       firstAttempt,

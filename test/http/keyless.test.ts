@@ -130,6 +130,20 @@ for (const db of TEST_DATABASES) {
       expect(a.headers.get('idempotency-key')).toBe(ja!.idempotency_key);
     });
 
+    it('POST /v1/responses without a key in fingerprint mode: concurrent duplicates are one job and one provider call', async () => {
+      const content = `responses ${++seq}`;
+      fake.when({ contains: content }, { delayMs: 200, reply: 'one response' });
+      const post = () => fetch(`${fingerprintUrl}/v1/responses`, {
+        method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'chat', input: content }),
+      });
+      const answers = await Promise.all([post(), post(), post()]);
+      expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
+      expect(new Set(answers.map((r) => r.headers.get('onejob-job-id'))).size).toBe(1);
+      expect(String(answers[0]!.headers.get('idempotency-key'))).toMatch(/^keyless:/);
+      expect(fake.calls.filter((c) => JSON.stringify(c.body).includes(content))).toHaveLength(1);
+    });
+
     it('reject mode (the default) still answers 400 idempotency_key_missing and creates nothing', async () => {
       const content = `reject ${++seq}`;
       const before = (await store.listJobs({ ownerId: 'alice', limit: 200 })).jobs.length;
