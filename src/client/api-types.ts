@@ -319,7 +319,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -518,7 +518,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -909,7 +909,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -1115,7 +1115,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;

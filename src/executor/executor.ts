@@ -529,6 +529,10 @@ export class Executor {
         // What the stopped loser had cost by then, when the provider said (a stream's partial usage): CONTRACT §8.
         await this.#settle(f, { state: 'superseded', error, ...this.#partialUsage(attempt.provider, outcome) }, log);
         stream?.end({ ok: false, error });
+      } else if (outcome.kind === 'success' && outcome.result !== undefined) {
+        // A provider whose answer is not a completion (an MCP tool's result): the job's result exactly as given, no usage.
+        const r = await this.#settle(f, { state: 'succeeded', result: outcome.result, usage: null, costMicros: null }, log);
+        stream?.end(r?.won === true ? { ok: true, result: r.job.result } : { ok: false, error: { code: 'superseded', message: `attempt ${attempt.number} (${attempt.provider}) finished after the job was decided` } });
       } else if (outcome.kind === 'success') {
         // Usage is recorded whatever the end: won, superseded, or a contract violation (CONTRACT §8).
         const metered = meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider));

@@ -541,6 +541,8 @@ class SqliteDriver implements Driver {
       jobStates: async (refs) =>
         refs.length === 0 ? [] : (await all(J.JOB_STATES, { refs: json(refs.map((r) => [r.ownerId, r.jobId])) })).map((r) => ({ id: String(r.id), state: r.state as JobState })),
       jobGetByKey: async (ownerId, key) => mapOne(await get(J.JOB_GET_BY_KEY, ownerId, key), toJob),
+      jobGetByKeylessFingerprint: async (p) =>
+        mapOne(await get(J.JOB_GET_BY_KEYLESS_FINGERPRINT, { ownerId: p.ownerId, fingerprint: p.fingerprint, windowMs: p.windowMs, now: ms(p.now) }), toJob),
       jobGet: async (ownerId, id) => mapOne(await get(J.JOB_GET, ownerId, id), toJob),
       jobList: async (p: JobListParams) =>
         (await all(J.JOB_LIST, {
@@ -629,7 +631,7 @@ function stepApplied(result: unknown): boolean {
  */
 function scriptedWrites(
   script: (steps: ScriptStep[]) => Promise<unknown[]>,
-): Pick<DriverQueries, 'jobInsert' | 'jobInsertLeased' | 'attemptSettleWon' | 'jobStreamClaim' | 'attemptMarkRunning'> {
+): Pick<DriverQueries, 'jobInsert' | 'jobInsertKeyless' | 'jobInsertLeased' | 'attemptSettleWon' | 'jobStreamClaim' | 'attemptMarkRunning'> {
   return {
     jobStreamClaim: async (p: JobStreamClaimParams) => {
       const now = (p.now ?? new Date()).getTime();
@@ -654,6 +656,10 @@ function scriptedWrites(
     },
     jobInsert: async (r: JobInsertRow) => {
       const [job] = await script([{ k: 'get', s: J.JOB_INSERT, p: [jobInsertParams(r, 'queued')] }]);
+      return job ? toJob(job as Row) : null;
+    },
+    jobInsertKeyless: async (r) => {
+      const [job] = await script([{ k: 'get', s: J.JOB_INSERT_KEYLESS, p: [{ ...jobInsertParams(r, 'queued'), keylessFingerprint: r.keylessFingerprint }] }]);
       return job ? toJob(job as Row) : null;
     },
     jobInsertLeased: async (r: JobInsertRow, a: FirstAttemptRow) => {
