@@ -15,7 +15,7 @@ import type { AppContext } from '../app-context.ts';
 import { chatCompletionOf, withOpenAiError } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
-import { streamJobResponse } from '../job-stream.ts';
+import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
 import { idempotencyKeyOf } from './job-routes.ts';
 
 /** Options of the chat completions endpoint. */
@@ -103,6 +103,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
           includeUsage: streamOptions?.include_usage === true,
           buffered: outputSchema !== undefined && outputSchema !== null,
           maxWaitMs, keepAliveMs: options.keepAliveMs, hub: options.streamHub ?? defaultStreamHub, start: created.start,
+          cursor: created.replayed === 'true' ? lastEventIdCursor(request) : null,
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: created.replayed });

@@ -16,7 +16,7 @@ import type { FastifyInstance } from 'fastify';
 import { chatResultToMessagesResponse, messagesRequestToChatInput } from '../../protocols/anthropic-messages.ts';
 import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
-import { streamJobResponse } from '../job-stream.ts';
+import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { DEFAULT_CHAT_RETRY_AFTER_MS, type ChatRoutesOptions } from './chat-routes.ts';
 import { idempotencyKeyOf } from './job-routes.ts';
@@ -143,6 +143,8 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
         const r = await streamJobResponse({
           ctx, request, reply, job: job.job, encoder: 'messages', model: translated.model, id: messageId(job.job.id),
           buffered: outputSchema !== undefined && outputSchema !== null, maxWaitMs, start: job.start,
+          keepAliveMs: options.keepAliveMs, hub: options.streamHub,
+          cursor: job.replayed === 'true' ? lastEventIdCursor(request) : null,
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: job.replayed });
