@@ -168,16 +168,17 @@ export class StreamHub {
       push: (delta) => {
         if (ended) return;
         const e: StreamEvent = { type: 'delta', attemptId, attemptNumber, seq: stream.next++, delta };
-        batcher?.add(e);
+        // Watchers here first (their write is the first token), the database after.
         this.#publish(jobId, stream, e);
+        batcher?.add(e);
       },
       end: (outcome) => {
         if (ended) return;
         ended = true;
         const base = { attemptId, attemptNumber, seq: stream.next++ };
         const e: StreamEvent = outcome.ok ? { type: 'end', ...base, ok: true, result: outcome.result } : { type: 'end', ...base, ok: false, error: outcome.error };
-        batcher?.add(e);
         this.#publish(jobId, stream, e);
+        batcher?.add(e);
       },
       get ended() {
         return ended;
