@@ -255,6 +255,7 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
 
   if (o.buffered && job.state === 'succeeded') {
     replayResult(job);
+    commit(); // a resume after the last event: an empty stream
     raw.end();
     return { streamed: true };
   }
@@ -294,7 +295,10 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
     };
     const end = (): void => {
       cleanup();
-      if (!raw.destroyed) raw.end();
+      if (!raw.destroyed) {
+        commit(); // a resume after the last event: an empty stream
+        raw.end();
+      }
       resolve({ streamed: true });
     };
     /** The job ended other than in success, or the wait ended: the caller's answer, or `event: error` once committed. */

@@ -74,6 +74,7 @@ for (const db of TEST_DATABASES) {
     let store: JobStore;
     let cleanup: () => Promise<void>;
     let fake: FakeProvider;
+    let fallbackFake: FakeProvider;
     let runtime: Runtime;
     let executor: Executor;
     let app: FastifyInstance;
@@ -86,11 +87,14 @@ for (const db of TEST_DATABASES) {
 
     beforeAll(async () => {
       ({ store, cleanup } = await createTestStore(db));
-      fake = await startFakeProvider();
+      [fake, fallbackFake] = await Promise.all([startFakeProvider(), startFakeProvider()]);
       const config = defineConfig({
         apiKeys: { [TOKEN]: OWNER },
-        providers: { primary: { type: 'openai', baseUrl: `${fake.url}/v1`, apiKey: 'k', model: 'gpt-primary', timeoutMs: 15_000 } },
-        routes: { chat: { providers: ['primary'] }, json: { providers: ['primary'], contract: 'summary' } },
+        providers: {
+          primary: { type: 'openai', baseUrl: `${fake.url}/v1`, apiKey: 'k', model: 'gpt-primary', timeoutMs: 15_000 },
+          fallback: { type: 'openai', baseUrl: `${fallbackFake.url}/v1`, apiKey: 'k', model: 'gpt-fallback', timeoutMs: 15_000 },
+        },
+        routes: { chat: { providers: ['primary'] }, chain: { providers: ['primary', 'fallback'] }, json: { providers: ['primary'], contract: 'summary' } },
         contracts: { summary: { outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } }, samples: 1, cases: [{ name: 'one', input: { messages } }] } },
       });
       runtime = await createRuntime({ config, store });
@@ -105,11 +109,12 @@ for (const db of TEST_DATABASES) {
       await app?.close();
       await other?.close();
       await runtime?.close(100);
-      await fake?.close();
+      await Promise.all([fake?.close(), fallbackFake?.close()]);
       await cleanup?.();
     });
     beforeEach(() => {
       fake.reset();
+      fallbackFake.reset();
       key = `resume-${db.name}-${Date.now()}-${++seq}`;
     });
 
@@ -148,8 +153,11 @@ for (const db of TEST_DATABASES) {
     }
     /** Reads a chat stream to its end (optionally resuming after `lastEventId`). */
     async function chatToEnd(lastEventId: string | undefined, at = origin): Promise<{ texts: string[]; ids: string[] }> {
+      return chatToEndWith(chatBody, lastEventId, at);
+    }
+    async function chatToEndWith(body: typeof chatBody, lastEventId: string | undefined, at = origin): Promise<{ texts: string[]; ids: string[] }> {
       const ids: string[] = [];
-      const stream = await openai(ids, at).chat.completions.create(chatBody, chatHeaders(lastEventId));
+      const stream = await openai(ids, at).chat.completions.create(body, chatHeaders(lastEventId));
       const texts: string[] = [];
       for await (const c of stream) texts.push(chunkText(c));
       return { texts, ids };
@@ -242,6 +250,38 @@ for (const db of TEST_DATABASES) {
       expect(again).toEqual(ids.slice(1));
       expect(texts[0]! + rest.join('')).toBe(texts.join(''));
       expect(JSON.parse(texts.join(''))).toEqual(job.result && (job.result as { content: unknown }).content);
+    });
+
+    it('chat: a resume after the last event gets an empty stream; a stream that broke is resumed into its error, not into the failover', async () => {
+      fake.script([{ chunks: CHUNKS }]);
+      const all = await chatToEnd(undefined);
+      await until(() => jobOf(key), (j) => j.state === 'succeeded');
+      const none = await chatToEnd(all.ids.at(-1), otherOrigin);
+      expect(none.ids).toEqual([]);
+
+      key = `${key}-broken`;
+      fake.script([{ chunks: ['lost ', 'words ', 'here'], streamError: { afterChunks: 2, message: 'upstream broke' } }]);
+      fallbackFake.script([{ chunks: ['the ', 'fallback ', 'answer'] }]);
+      const ids: string[] = [];
+      const texts: string[] = [];
+      const broken = await (async () => {
+        for await (const c of await openai(ids).chat.completions.create({ ...chatBody, model: 'chain' }, chatHeaders())) texts.push(chunkText(c));
+      })().then(() => null, (e: unknown) => e);
+      expect(broken).toBeInstanceOf(OpenAI.APIError);
+      expect(texts.join('')).toBe('lost words ');
+      const job = await until(() => jobOf(key), (j) => j.state === 'succeeded');
+      expect(resultText(job)).toBe('the fallback answer');
+      // The resume names the broken stream: the rest of it is its error, never the other attempt's text.
+      const resumed: string[] = [];
+      const again = await (async () => {
+        for await (const c of await openai([], otherOrigin).chat.completions.create({ ...chatBody, model: 'chain' }, chatHeaders(ids[1]))) resumed.push(chunkText(c));
+      })().then(() => null, (e: unknown) => e);
+      expect(again).toBeInstanceOf(OpenAI.APIError);
+      expect(resumed).toEqual([]);
+      // Asked again from the start: the job's stream, the winner's, under its own attempt number.
+      const fresh = await chatToEndWith({ ...chatBody, model: 'chain' }, undefined);
+      expect(fresh.texts.join('')).toBe('the fallback answer');
+      expect(fresh.ids.every((id) => id.startsWith('2-'))).toBe(true);
     });
 
     // ---- messages, the Anthropic SDK ------------------------------------------
