@@ -966,6 +966,138 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The routes this token may use, as OpenAI models */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                /** @description Unix seconds: when this server loaded its configuration. */
+                                created: number;
+                                /** @description A route name: pass it as `model`. */
+                                id: string;
+                                /** @enum {unknown} */
+                                object: "model";
+                                /** @enum {unknown} */
+                                owned_by: "onejob";
+                            }[];
+                            /** @enum {unknown} */
+                            object: "list";
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One route, as an OpenAI model */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Unix seconds: when this server loaded its configuration. */
+                            created: number;
+                            /** @description A route name: pass it as `model`. */
+                            id: string;
+                            /** @enum {unknown} */
+                            object: "model";
+                            /** @enum {unknown} */
+                            owned_by: "onejob";
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/usage": {
         parameters: {
             query?: never;
@@ -1057,7 +1189,7 @@ export type components = {
             cost_usd?: number | null;
             /**
              * Format: date-time
-             * @description Past it without an answer the attempt is `unknown`; null until an executor claims it.
+             * @description The deadline in force: past it without an answer (a stream: without its first output) the attempt is `unknown` (`deadline_exceeded`). Null before the attempt is running, and once a stream's output flows (then only `idleTimeoutMs` of silence between its events ends it: `stream_stalled`).
              */
             deadline_at: string | null;
             /** @description A machine-readable `code`, a human `message`, and optional `details`; null when there is none. */
