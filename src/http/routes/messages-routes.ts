@@ -14,7 +14,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { chatResultToMessagesResponse, messagesRequestToChatInput } from '../../protocols/anthropic-messages.ts';
-import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
+import { bearerSecurity, streamingJobHeaders, errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
 import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
@@ -107,7 +107,7 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
         '`{"type":"error","error":{"type","message"},"code"}` with the same status and `code`. Streaming is not yet supported here.',
       ].join(' '),
       security: bearerSecurity,
-      headers: createJobHeaders,
+      headers: streamingJobHeaders,
       body: messagesBody,
       response: {
         200: { description: 'The message, in Anthropic `message` shape.', type: 'object', additionalProperties: true },
