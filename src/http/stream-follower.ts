@@ -16,6 +16,41 @@ import { streamEventsOfBatch } from '../executor/stream-hub.ts';
 import type { Store } from '../store/store.ts';
 import { coalescedRun } from './job-watch.ts';
 
+/**
+ * One subscription to a store's stream announcements per store, dispatched
+ * by job id: an append wakes the followers of its job only, however many
+ * streams a process follows.
+ */
+const announcements = new WeakMap<Store, { readonly byJob: Map<string, Set<() => void>>; readonly off: () => void }>();
+
+function onJobStreamAppended(store: Store, jobId: string, wake: () => void): () => void {
+  let registry = announcements.get(store);
+  if (!registry) {
+    const byJob = new Map<string, Set<() => void>>();
+    const off = store.onStreamAppended((id) => {
+      const set = byJob.get(id);
+      if (set) for (const w of [...set]) w();
+    });
+    registry = { byJob, off };
+    announcements.set(store, registry);
+  }
+  const r = registry;
+  let set = r.byJob.get(jobId);
+  if (!set) r.byJob.set(jobId, (set = new Set()));
+  set.add(wake);
+  return () => {
+    const s = r.byJob.get(jobId);
+    if (!s) return;
+    s.delete(wake);
+    if (s.size > 0) return;
+    r.byJob.delete(jobId);
+    if (r.byJob.size === 0 && announcements.get(store) === r) {
+      announcements.delete(store);
+      r.off();
+    }
+  };
+}
+
 /** Options of {@link JobStreamFollower}. */
 export interface JobStreamFollowerOptions {
   readonly store: Store;
@@ -78,9 +113,7 @@ export class JobStreamFollower {
   start(): void {
     const { store, hub, jobId } = this.#o;
     this.#offHub = hub.watch(jobId, (e) => this.#offer(e));
-    this.#offStore = store.onStreamAppended((id) => {
-      if (id === jobId) void this.refresh();
-    });
+    this.#offStore = onJobStreamAppended(store, jobId, () => void this.refresh());
     if (!store.capabilities.supportsListenNotify) this.#timer = setInterval(() => void this.refresh(), this.#o.recheckMs);
     if (this.#o.readNow) void this.refresh();
   }
