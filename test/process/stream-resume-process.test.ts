@@ -1,6 +1,7 @@
 /**
  * Resumable streams across processes (CONTRACT §13): two real `onejob serve`
- * processes on one PostgreSQL database, the first running the attempt (its
+ * processes on one database (PostgreSQL: woken by NOTIFY; one SQLite file:
+ * by the re-read every waitRecheckMs), the first running the attempt (its
  * executor), the second with none. A client drops its stream on the first
  * and resumes on the second with `Last-Event-ID`; a duplicate joins on the
  * second: both receive live events while the provider is still held (the job
@@ -73,7 +74,7 @@ class SseReader {
 
 const textOf = (e: Received): string => (e.data === '[DONE]' ? '' : ((JSON.parse(e.data) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? ''));
 
-for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
+for (const db of TEST_DATABASES) {
   describe.skipIf(Boolean(db.skip))(`streams resume across two serve processes on ${db.name}`, () => {
     let store: JobStore;
     let url: string;
