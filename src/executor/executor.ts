@@ -60,7 +60,7 @@ import { newId } from '../core/ids.ts';
 import { everyProviderEligible, type EligibilityCheck, type RetryPolicy, type RetryRequest } from '../core/job-rules.ts';
 import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
-import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, isOutputDelta, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderError, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
+import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, isOutputDelta, providerErrorLogFields, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderError, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
 import { retryHereAfter } from '../providers/classify-outcome.ts';
 import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
 import type { ClaimedAttempt, SettleAttemptResult, Store } from '../store/store.ts';
@@ -504,6 +504,8 @@ export class Executor {
       await runningWrite;
       const latencyMs = Date.now() - startedMs;
       log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched }, 'provider answered');
+      // The provider's whole error text goes to the log; the attempt and the job keep it redacted (src/core/redact-credentials.ts).
+      if (outcome.kind !== 'success') log?.warn(providerErrorLogFields(outcome.error), 'provider error');
 
       // Step: classify and record.
       if (f.leaseLost) {

@@ -31,6 +31,7 @@ import { registerServerTiming } from './server-timing.ts';
 import { registerAttemptRoutes } from './routes/attempt-routes.ts';
 import { registerChatRoutes, type ChatRoutesOptions } from './routes/chat-routes.ts';
 import { MESSAGES_PATH, registerMessagesRoutes } from './routes/messages-routes.ts';
+import { registerResponsesRoutes } from './routes/responses-routes.ts';
 import { registerJobRoutes } from './routes/job-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerUsageRoutes } from './routes/usage-routes.ts';
@@ -281,6 +282,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     registerAttemptRoutes(v1, ctx);
     registerChatRoutes(v1, ctx, options.chatCompletions);
     registerMessagesRoutes(v1, ctx, options.chatCompletions);
+    registerResponsesRoutes(v1, ctx, options.chatCompletions);
     registerUsageRoutes(v1, ctx);
     registerEventRoutes(v1, ctx);
     registerCertificationRoutes(v1, ctx);

@@ -42,7 +42,7 @@ export function intentOf(body: unknown): unknown {
 /** What {@link createChatJob} is given. */
 export interface ChatJobRequest {
   /** The endpoint, part of the fingerprint: one key cannot be replayed across endpoints. */
-  readonly endpoint: 'chat.completions' | 'messages';
+  readonly endpoint: 'chat.completions' | 'messages' | 'responses';
   /** The request's `model`: a route name or `route:<name>`. */
   readonly model: string;
   /** The job's input (the chat input, OpenAI shape). */
@@ -50,6 +50,8 @@ export interface ChatJobRequest {
   /** The whole request body: a replay must repeat it exactly (canonically). */
   readonly body: unknown;
   readonly idempotencyKey: string;
+  /** The job's metadata (the Responses endpoint keeps what rebuilds a Response there). Default none. */
+  readonly metadata?: Record<string, unknown> | undefined;
 }
 
 /** A created or joined job. */
@@ -93,6 +95,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
       idempotencyKey: p.idempotencyKey,
       route,
       input: p.input,
+      ...(p.metadata === undefined ? {} : { metadata: p.metadata }),
       providers: config.routes[route]!.providers,
       fingerprint: fingerprint({ endpoint: p.endpoint, body: intentOf(p.body) }),
       firstAttempt,

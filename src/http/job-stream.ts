@@ -34,6 +34,7 @@ import { isStreamingInput } from '../executor/executor.ts';
 import type { ChatDelta } from '../providers/provider.ts';
 import { MessagesStreamEncoder, messagesSseEvent } from '../protocols/anthropic-messages.ts';
 import { ChatChunkEncoder, chatSseEvent } from '../protocols/openai-chat-stream.ts';
+import { responsesSseEvent, type ResponsesStreamEncoder } from '../protocols/openai-responses-stream.ts';
 import type { AppContext } from './app-context.ts';
 import { writeSseHead } from './sse.ts';
 import { chatCompletionId } from './chat-completion.ts';
@@ -62,8 +63,8 @@ export interface StreamEncoder {
   /** The events that open a stream (Anthropic's `message_start`), before its first delta. */
   start(): string[];
   delta(d: ChatDelta): string[];
-  /** The end of a successful stream, terminator included. */
-  finish(): string[];
+  /** The end of a successful stream, terminator included; `result` is the job's stored result. */
+  finish(result: unknown): string[];
   /** A stored result, whole (start and terminator included): the job has no stored stream. */
   replay(result: unknown): string[];
   /** The last event of a stream that broke. */
@@ -107,10 +108,16 @@ export interface StreamJobResponseOptions {
   readonly job: JobWithAttempts;
   /**
    * The event vocabulary: OpenAI `chat.completion.chunk`s + `data: [DONE]`,
-   * Anthropic's `message_start` … `message_stop`, or any other (a fresh
-   * {@link StreamEncoder} per stream).
+   * Anthropic's `message_start` … `message_stop`, the Responses API's events
+   * (`response.created` … `response.completed`, see {@link responses}), or
+   * any other (a fresh {@link StreamEncoder} per stream).
    */
-  readonly encoder: 'chat' | 'messages' | (() => StreamEncoder);
+  readonly encoder: 'chat' | 'messages' | 'responses' | (() => StreamEncoder);
+  /**
+   * Responses: the encoder of this answer (one per request, kept across a
+   * failover so its sequence numbers go on; `starting_after` is its option).
+   */
+  readonly responses?: ResponsesStreamEncoder | undefined;
   /** The model reported until the provider names its own (the request's `model`). */
   readonly model: string;
   /** Chat: `stream_options.include_usage` (a last chunk with `usage`). */
@@ -149,6 +156,20 @@ export type StreamJobResponseResult = { readonly streamed: true } | { readonly s
 
 function encoderOf(o: StreamJobResponseOptions, jobId: string): () => StreamEncoder {
   if (typeof o.encoder === 'function') return o.encoder;
+  if (o.encoder === 'responses') {
+    const enc = o.responses;
+    if (enc === undefined) throw new TypeError('the responses encoder needs its ResponsesStreamEncoder');
+    const events = (es: readonly Parameters<typeof responsesSseEvent>[0][]): string[] => es.map(responsesSseEvent);
+    const wrapped: StreamEncoder = {
+      start: () => events(enc.start()),
+      delta: (d) => events(enc.delta(d)),
+      finish: (result) => events(enc.finish(result)),
+      replay: (result) => events(enc.replay(result)),
+      // A failed job ends as Responses streams end: `response.failed`; any other break is the `error` event.
+      error: (e) => events(e.code === 'job_failed' ? enc.failed(e.message) : enc.error(e)),
+    };
+    return () => wrapped;
+  }
   if (o.encoder === 'chat') {
     const created = Math.floor(Date.now() / 1000);
     return () => {
@@ -338,8 +359,19 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
       }
       if (e.type === 'delta') return emit(s.enc.delta(e.delta));
       if (e.ok) {
-        emit(s.enc.finish());
-        return end();
+        // The job's result (an encoder such as the Responses one repeats it at the end): the hub has it, the stored end does not.
+        const finish = (result: unknown): void => {
+          if (done) return;
+          emit(s.enc.finish(result));
+          end();
+        };
+        if (e.result !== undefined) return finish(e.result);
+        if (latest.state === 'succeeded') return finish(latest.result);
+        void ctx.store.getJob(ownerId, job.id).then(
+          (j) => finish(j?.result ?? null),
+          (error: unknown) => giveBack(latest, `the job could not be read (${String(error)})`),
+        );
+        return;
       }
       if (dataSent || resumedAttempt === e.attemptNumber) {
         emit(s.enc.error(e.error));

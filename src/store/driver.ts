@@ -452,6 +452,13 @@ export interface Driver {
   pendingMigrations(): Promise<number[]>;
   /** Cheap round trip (readiness). */
   ping(): Promise<void>;
+  /**
+   * Null while this process's connection machinery can serve; else why it
+   * cannot, so that `/healthz` fails and the process is replaced (the SQLite
+   * worker died and could not be started again). Not a database outage: an
+   * unreachable server is `/readyz`'s business. Absent: always null.
+   */
+  liveness?(): string | null;
   /** Tells other processes there is new work (PostgreSQL NOTIFY; a no-op without the capability). */
   notifyWork(): Promise<void>;
   /** Calls `listener` when another process notified work; returns an unsubscribe function. */

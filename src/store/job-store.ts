@@ -122,6 +122,10 @@ export class JobStore implements Store {
     return this.#driver.migrate();
   }
 
+  liveness(): string | null {
+    return this.#driver.liveness?.() ?? null;
+  }
+
   async readiness() {
     try {
       await this.#driver.ping();

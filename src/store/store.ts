@@ -241,6 +241,8 @@ export interface Store {
   readonly capabilities: DriverCapabilities;
   /** Applies pending migrations (safe from several processes at once). */
   migrate(): Promise<MigrationResult[]>;
+  /** Null while this process can reach its database machinery; else why not (a dead SQLite worker that does not come back): `/healthz` answers 503. */
+  liveness(): string | null;
   /** Whether the database answers and its schema is current. */
   readiness(): Promise<{ readonly ok: boolean; readonly pendingMigrations: readonly number[]; readonly error?: string }>;
 

@@ -12,6 +12,7 @@
 import type { FastifyInstance } from 'fastify';
 import { bearerSecurity, chatCompletionBody, streamingJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
+import { gatewayBodyLimit } from '../body-limits.ts';
 import { chatCompletionOf } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
@@ -48,6 +49,8 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
   const retryAfterMs = options.retryAfterMs ?? DEFAULT_CHAT_RETRY_AFTER_MS;
 
   app.post<{ Body: ChatCompletionBody }>('/v1/chat/completions', {
+    // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
+    ...gatewayBodyLimit(ctx.config, '/v1/chat/completions'),
     schema: {
       tags: ['openai'],
       summary: 'Create a chat completion (OpenAI-compatible, idempotent)',
