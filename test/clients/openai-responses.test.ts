@@ -127,6 +127,19 @@ for (const db of TEST_DATABASES) {
       expect(rest.at(-1)!.type).toBe('response.completed');
       // The replay's Response is the stored one, completed_at included.
       expect((rest.at(-1) as OpenAI.Responses.ResponseCompletedEvent).response).toEqual(retrieved);
+
+      // One numbering for everyone (CONTRACT §13): the SSE ids after starting_after are the ids a full replay gives those
+      // events, and Last-Event-ID on the same retrieve resumes at the same place.
+      const sse = async (query: string, headers: Record<string, string> = {}) => {
+        const r = await fetch(`${gw.origin}/v1/responses/${completed.response.id}?stream=true${query}`, { headers: { authorization: `Bearer ${TOKEN}`, ...headers } });
+        const text = await r.text();
+        return [...text.matchAll(/^id: (.+)\n(?:event: .+\n)?data: (.+)$/gm)].map((m) => ({ id: m[1]!, seq: (JSON.parse(m[2]!) as { sequence_number: number }).sequence_number }));
+      };
+      const full = await sse('');
+      expect(full.map((e) => e.seq)).toEqual(full.map((_, i) => i));
+      const tail = await sse('&starting_after=4');
+      expect(tail).toEqual(full.slice(5));
+      expect(await sse('', { 'last-event-id': full[4]!.id })).toEqual(full.slice(5));
     });
 
     it('retrieve with stream=true follows a background Response live, and starting_after skips what a client already has', async () => {

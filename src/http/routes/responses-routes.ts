@@ -37,7 +37,7 @@ import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas
 import { bindLog, type AppContext } from '../app-context.ts';
 import { gatewayBodyLimit } from '../body-limits.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
-import { streamJobResponse } from '../job-stream.ts';
+import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
 import { requestOwner, requestWriter } from '../request-owner.ts';
 import { writeSseHead } from '../sse.ts';
 import { DEFAULT_CHAT_RETRY_AFTER_MS, type ChatRoutesOptions } from './chat-routes.ts';
@@ -227,8 +227,9 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       const record = responsesRecordOf(created.job.metadata) ?? t.record;
       if (t.stream) {
         const enc = new ResponsesStreamEncoder({ job: { jobId: created.job.id, createdAt: created.job.createdAt, record }, completedAt: completedAtOf(created.job) });
+        // A duplicate with Last-Event-ID resumes after that event (CONTRACT §13), as on chat and messages.
         const r = await streamJobResponse({
-          ctx, request, reply, job: created.job, encoder: 'responses', responses: enc, model: t.model,
+          ctx, request, reply, job: created.job, encoder: 'responses', responses: enc, model: t.model, cursor: lastEventIdCursor(request),
           buffered: bufferedRoute(ctx, created.job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, start: created.start,
         });
         if (r.streamed) {
@@ -264,13 +265,17 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       const { job, record } = await loadResponseJob(ctx, requestOwner(request), request.params.id);
       bindLog(request, reply, { job_id: job.id });
       if (request.query.stream !== true) return responseOfJob(job, record);
-      const enc = new ResponsesStreamEncoder({ job: { jobId: job.id, createdAt: job.createdAt, record }, completedAt: completedAtOf(job), startingAfter: request.query.starting_after });
+      const view = { job: { jobId: job.id, createdAt: job.createdAt, record }, completedAt: completedAtOf(job) };
+      // The relay numbers the SSE events of the job's stream and skips those up to the cursor: event n (1-based) is the one
+      // with sequence_number n - 1, so `starting_after=k` resumes after the (k + 1)-th; `Last-Event-ID` works too.
+      const after = request.query.starting_after;
+      const cursor = after !== undefined ? { attemptNumber: null, ordinal: after + 1 } : lastEventIdCursor(request);
       const r = await streamJobResponse({
-        ctx, request, reply, job, encoder: 'responses', responses: enc, model: record.model,
+        ctx, request, reply, job, encoder: 'responses', responses: new ResponsesStreamEncoder(view), model: record.model, cursor,
         buffered: bufferedRoute(ctx, job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub,
       });
       if (r.streamed) return reply;
-      return sendEvents(reply, endingEvents(enc, r.job, maxWaitMs));
+      return sendEvents(reply, endingEvents(new ResponsesStreamEncoder({ ...view, startingAfter: after }), r.job, maxWaitMs));
     },
   });
 
