@@ -164,10 +164,18 @@ export async function attemptUpdate(db: Queryable, p: AttemptUpdateParams): Prom
 
   let fence = '';
   if (p.fence !== undefined) {
-    values.push(p.fence.leaseOwner, p.fence.leaseToken, p.fence.now);
-    const n = values.length;
-    fence = ` AND lease_owner = $${n - 2} AND lease_token = $${n - 1} AND lease_expires_at > $${n}`;
-    shape.push('fence');
+    if (p.fence.now === null) {
+      // The token alone (an answer whose lease ran out while nobody else took the attempt).
+      values.push(p.fence.leaseOwner, p.fence.leaseToken);
+      const n = values.length;
+      fence = ` AND (lease_owner = $${n - 1} OR lease_owner IS NULL) AND lease_token = $${n}`;
+      shape.push('token');
+    } else {
+      values.push(p.fence.leaseOwner, p.fence.leaseToken, p.fence.now);
+      const n = values.length;
+      fence = ` AND lease_owner = $${n - 2} AND lease_token = $${n - 1} AND lease_expires_at > $${n}`;
+      shape.push('fence');
+    }
   }
   const res = await db.query({
     name: `onejob_attempt_update_${shape.join('_') || 'noop'}`,
