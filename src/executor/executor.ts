@@ -78,6 +78,14 @@ export type OutputCheck = (
 /** Without a contract the content is the provider's text. */
 export const acceptText: OutputCheck = (_route, _input, completion) => ({ ok: true, value: completion.content });
 
+/**
+ * How long after its deadline an attempt whose provider never reported the
+ * dispatch is given before the deadline is armed anyway: the HTTP providers'
+ * default connect timeout (`http-exchange.ts`), after which a connect has
+ * surely failed or succeeded.
+ */
+const PRE_DISPATCH_BOUND_MS = 10_000;
+
 /** Options of {@link Executor}. */
 export interface ExecutorOptions {
   readonly store: Store;
@@ -101,6 +109,15 @@ export interface ExecutorOptions {
   readonly lateAnswerGraceMs?: number;
   /** First pause before a failed write is tried again (doubling, jittered, at most 2 s). Default 50 ms. */
   readonly writeRetryBaseMs?: number;
+  /**
+   * How long an answer in hand is held while the database is unreachable,
+   * tried again until it is written (its lease's token still fences it after
+   * the lease ran out). Past this the answer is given up (the attempt stays
+   * in doubt for a person or a lookup). Default 600 000 ms (10 minutes).
+   */
+  readonly answerHoldMs?: number;
+  /** Most answers held at once (each is one attempt's outcome in memory); one more is given up. Default 10 000. */
+  readonly maxHeldAnswers?: number;
   /**
    * How long after dispatch `running` is recorded, unless the answer came
    * first (then the attempt goes from `starting` straight to its outcome, one
@@ -130,7 +147,9 @@ export interface ExecutorEvents {
   'attempt:lease_lost': [Attempt];
   /** A write of the attempt failed transiently and will be tried again after `delayMs`. */
   'attempt:write_retry': [Attempt, { write: 'settle' | 'unknown'; attempt: number; delayMs: number; error: unknown }];
-  /** The database stayed unreachable until the lease was surely gone: the write was given up (the rescuer takes over). */
+  /** An answer in hand could not be written (the database is unreachable): it is held and tried again, up to `answerHoldMs`. */
+  'attempt:answer_held': [Attempt];
+  /** The database stayed unreachable until the lease was surely gone (a doubt) or past `answerHoldMs` (an answer): the write was given up. */
   'attempt:write_abandoned': [Attempt, { write: 'settle' | 'unknown'; error: unknown }];
   'attempt:finished': [Attempt, { outcome: ProviderOutcome['kind'] | 'abandoned'; latencyMs: number }];
   'hedge:started': [Attempt];
@@ -145,6 +164,12 @@ interface InFlight {
   readonly abort: AbortController;
   /** True once the lease is gone: no more writes. */
   leaseLost: boolean;
+  /**
+   * The lease ran out (or the rescuer released it) but its token still names
+   * the attempt: no more renewals, and the answer, when it comes, is still
+   * recorded (fenced by the token).
+   */
+  leaseExpired: boolean;
   cancelled: boolean;
   /** Another attempt decided the job: this one is stopped and recorded `superseded`. */
   superseded: boolean;
@@ -173,6 +198,8 @@ export class Executor {
   readonly #inFlight = new Map<string, InFlight>();
   #running = false;
   #wakePending = false;
+  /** Answers held in memory while the database is unreachable (see {@link answersHeld}). */
+  #held = 0;
   /** The last claim was limited by room (or found none): work may be waiting for a finished attempt's slot. */
   #starved = false;
   #loop: Promise<void> | null = null;
@@ -195,6 +222,8 @@ export class Executor {
       concurrency: options.concurrency ?? 64,
       lateAnswerGraceMs: options.lateAnswerGraceMs ?? 60_000,
       writeRetryBaseMs: options.writeRetryBaseMs ?? 50,
+      answerHoldMs: options.answerHoldMs ?? 600_000,
+      maxHeldAnswers: options.maxHeldAnswers ?? 10_000,
       runningMarkDelayMs: options.runningMarkDelayMs ?? 50,
       eligible: options.eligible ?? (() => everyProviderEligible),
       checkOutput: options.checkOutput ?? acceptText,
@@ -208,6 +237,11 @@ export class Executor {
   /** Attempts this executor is running now. */
   get inFlight(): number {
     return this.#inFlight.size;
+  }
+
+  /** Answers in hand not yet written because the database is unreachable (the `onejob_answers_held` gauge). */
+  get answersHeld(): number {
+    return this.#held;
   }
 
   /** Starts claiming work. */
@@ -323,7 +357,7 @@ export class Executor {
     let resolveDone!: () => void;
     const done = new Promise<void>((r) => (resolveDone = r));
     const f: InFlight = {
-      attempt: c.attempt, job: c.job, abort, leaseLost: false, cancelled: false, superseded: false,
+      attempt: c.attempt, job: c.job, abort, leaseLost: false, leaseExpired: false, cancelled: false, superseded: false,
       leaseSureUntil: leasedAt + this.#o.leaseMs, done,
     };
     this.#inFlight.set(c.attempt.id, f);
@@ -374,8 +408,9 @@ export class Executor {
       if (answered || f.leaseLost) return;
       runningWrite = runningWrite
         .then(() => this.#o.store.markRunning({ ...fence, timeoutMs: provider.timeoutMs }))
-        .then((ok) => {
-          if (!ok) return this.#loseLease(f, log);
+        .then(async (ok) => {
+          // Not applied: ask which guard failed before giving anything up (STYLE §23).
+          if (!ok) return this.#guardFailed(f, 'running', log);
           this.events.emit('attempt:dispatched', attempt);
           if (hedgeAfterMs !== null && !inDoubt && !answered && !firstOutput) {
             hedgeTimer = setTimeout(() => void this.#hedge(f, hedgeAfterMs, log), hedgeAfterMs);
@@ -388,14 +423,19 @@ export class Executor {
     // A route that hedges marks at once: a hedge needs a running attempt to stand beside.
     const onDispatched = () => {
       dispatched = true;
+      // The deadline counts from here: a slow connect is not the provider's silence.
+      armDeadline();
       if (hedgeAfterMs !== null || this.#o.runningMarkDelayMs === 0) markRunning();
       else {
         markPending = true;
         runningTimer = setTimeout(markRunning, this.#o.runningMarkDelayMs);
       }
     };
-    // Step: the deadline makes the attempt unknown; the request keeps listening for a late answer.
-    const deadline = setTimeout(() => {
+    // Step: the deadline makes the attempt unknown; the request keeps listening for a late answer. It is armed when
+    // the request has been written (`onDispatched`): before that nothing was sent, and a connect that fails is a
+    // definite failure (`provider_unreachable`, bounded by the provider's connect timeout), never a doubt.
+    let deadline: NodeJS.Timeout | undefined;
+    const onDeadline = (): void => {
       inDoubt = true;
       const reason: RecordedError = { code: 'deadline_exceeded', message: `no answer from ${attempt.provider} within ${provider.timeoutMs} ms` };
       markedUnknown = runningWrite.then(() => this.#markUnknown(f, reason, log));
@@ -407,7 +447,12 @@ export class Executor {
       }
       const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
       f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
-    }, provider.timeoutMs);
+    };
+    function armDeadline(): void {
+      if (deadline === undefined && !answered) deadline = setTimeout(onDeadline, provider!.timeoutMs);
+    }
+    // A provider that never reports its dispatch still has a deadline: once a connect would surely have ended.
+    const backstop = setTimeout(() => dispatched || armDeadline(), provider.timeoutMs + PRE_DISPATCH_BOUND_MS);
 
     const onDelta = (d: ChatDelta): void => {
       if (writer !== null) return writer.push(d);
@@ -457,6 +502,7 @@ export class Executor {
     try {
       clearTimeout(runningTimer);
       clearTimeout(deadline);
+      clearTimeout(backstop);
       clearTimeout(hedgeTimer);
       await runningWrite;
       const latencyMs = Date.now() - startedMs;
@@ -464,6 +510,9 @@ export class Executor {
 
       // Step: classify and record.
       if (f.leaseLost) {
+        // Another lease holds the attempt: its payload is not ours to record, what it cost still is (CONTRACT §8).
+        const metered = outcome.kind === 'success' ? meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider)) : this.#partialUsage(attempt.provider, outcome);
+        await this.#keepUsage(f, { state: 'failed', error: { code: 'lease_lost', message: 'lease lost' }, ...metered });
         this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
         return;
       }
@@ -553,13 +602,54 @@ export class Executor {
       }
       if (isOnejobError(e, 'attempt_finished')) {
         // Resolved from outside (an explicit resolve) while we waited, or, after a retry, our own
-        // earlier try committed although its answer was lost with the connection.
-        log?.warn({ err: e.message, tries }, tries > 1 ? 'attempt already settled (perhaps by an earlier try whose answer was lost)' : 'attempt already settled elsewhere; answer dropped');
+        // earlier try committed although its answer was lost with the connection: read what is there and tell the truth.
+        const ours = tries > 1 ? await this.#ownEarlierSettle(f, outcome).catch(() => null) : null;
+        if (ours) {
+          log?.info({ state: ours.attempt.state, won: ours.won, tries }, 'attempt settled by an earlier try whose answer was lost');
+          this.events.emit('attempt:settled', ours.attempt, { state: ours.attempt.state, won: ours.won, error: ours.attempt.error ?? undefined });
+          return ours;
+        }
+        log?.warn({ err: e.message, tries }, 'attempt already settled elsewhere; answer dropped');
         await this.#keepUsage(f, outcome);
         return null;
       }
       throw e;
     }
+  }
+
+  /**
+   * After a retried settle found the attempt finished: the result of our own
+   * earlier try, when that is what committed (the attempt ended as we wrote
+   * it, a success winning the job with our result), else null.
+   */
+  async #ownEarlierSettle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): Promise<SettleAttemptResult | null> {
+    const job = await this.#o.store.getJob(f.attempt.ownerId, f.attempt.jobId);
+    const attempt = job?.attempts.find((a) => a.id === f.attempt.id);
+    if (!job || !attempt) return null;
+    const won = job.completedBy === attempt.id;
+    if (outcome.state === 'succeeded') {
+      // Won, or lost the race on that earlier try (superseded with our usage).
+      const ourUsage = outcome.usage === undefined || outcome.usage === null || attempt.usage?.totalTokens === outcome.usage.totalTokens;
+      if ((attempt.state === 'succeeded' && won) || (attempt.state === 'superseded' && ourUsage && attempt.error?.code === 'superseded')) {
+        return { attempt, job, won, failover: null };
+      }
+      return null;
+    }
+    return attempt.state === outcome.state ? { attempt, job, won: false, failover: null } : null;
+  }
+
+  /**
+   * A fenced write (`running`) did not apply: ask the store which guard
+   * failed. Only another lease (or no attempt) is a lost lease; a lease
+   * that ran out still records the answer by its token; a decided attempt
+   * stops the request.
+   */
+  async #guardFailed(f: InFlight, write: 'running', log: Logger | undefined): Promise<void> {
+    const status = await this.#o.store.leaseStatus({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken! });
+    log?.info({ write, lease: status.status, state: 'state' in status ? status.state : null }, 'fenced write not applied');
+    if (status.status === 'lost' || status.status === 'gone') this.#loseLease(f, log);
+    else if (status.status === 'expired') f.leaseExpired = true;
+    else if (status.status === 'finished') this.#stopFlight(f, status.state === 'cancelled' ? 'cancelled' : 'succeeded');
   }
 
   /** The usage a provider reported before the attempt ended without a whole answer (a stream cut or stopped), metered; or nothing. */
@@ -601,14 +691,43 @@ export class Executor {
    * is thrown at once.
    */
   async #retrying<T>(f: InFlight, write: 'settle' | 'unknown', log: Logger | undefined, op: () => Promise<T>): Promise<T | null> {
+    // An answer in hand is held for up to `answerHoldMs` (its token fences it after the lease ran out); a doubt only while the lease may hold.
+    let heldSince: number | null = null;
+    try {
+      return await this.#retryingWhile(f, write, log, op, (attempt, e) => {
+        if (write === 'settle') {
+          if (heldSince === null) {
+            if (this.#held >= this.#o.maxHeldAnswers) {
+              log?.error({ err: e, held: this.#held }, 'too many answers held already; this one is given up (the attempt stays in doubt)');
+              return -1;
+            }
+            heldSince = performance.now();
+            this.#held++;
+            log?.warn({ err: e, hold_ms: this.#o.answerHoldMs }, 'answer held: the database is unreachable, it is written when the database returns');
+            this.events.emit('attempt:answer_held', f.attempt);
+          }
+          const left = heldSince + this.#o.answerHoldMs - performance.now();
+          if (left <= 0) log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable past the answer hold; the answer is given up');
+          return left;
+        }
+        const left = f.leaseSureUntil + this.#o.leaseMs - performance.now();
+        if (f.leaseLost || left <= 0) log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable until the lease was surely gone; the rescuer will take the attempt over');
+        return f.leaseLost ? -1 : left;
+      });
+    } finally {
+      if (heldSince !== null) this.#held--;
+    }
+  }
+
+  /** {@link #retrying}'s loop: `left` says how long more a transient failure may be tried again (≤ 0: give up). */
+  async #retryingWhile<T>(f: InFlight, write: 'settle' | 'unknown', log: Logger | undefined, op: () => Promise<T>, leftAfter: (attempt: number, e: unknown) => number): Promise<T | null> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await op();
       } catch (e) {
         if (!isTransientDatabaseError(e)) throw e;
-        const left = f.leaseSureUntil + this.#o.leaseMs - performance.now();
-        if (f.leaseLost || left <= 0) {
-          log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable until the lease was surely gone; the rescuer will take the attempt over');
+        const left = leftAfter(attempt, e);
+        if (left <= 0) {
           this.events.emit('attempt:write_abandoned', f.attempt, { write, error: e });
           return null;
         }
@@ -648,7 +767,7 @@ export class Executor {
   // ---- background ----------------------------------------------------------
 
   async #heartbeat(): Promise<void> {
-    const flights = [...this.#inFlight.values()].filter((f) => !f.leaseLost);
+    const flights = [...this.#inFlight.values()].filter((f) => !f.leaseLost && !f.leaseExpired);
     if (flights.length === 0) return;
     try {
       const sentAt = performance.now();
@@ -657,8 +776,18 @@ export class Executor {
         if (held.has(f.attempt.leaseToken!)) {
           f.leaseSureUntil = sentAt + this.#o.leaseMs;
         } else if (this.#inFlight.has(f.attempt.id)) {
-          this.#loseLease(f, this.#o.logger?.child({ job_id: f.job.id, attempt_id: f.attempt.id }));
-          f.abort.abort(new Error('lease lost'));
+          // Not renewed: ask why. A lease that merely ran out (the database was away) keeps listening for the answer.
+          const status = await this.#o.store.leaseStatus({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken! });
+          const log = this.#o.logger?.child({ job_id: f.job.id, attempt_id: f.attempt.id });
+          if (status.status === 'expired') {
+            f.leaseExpired = true;
+            log?.warn({ state: status.state }, 'lease ran out (the database was unreachable); the answer will still be recorded by its token');
+          } else if (status.status === 'finished') {
+            this.#stopFlight(f, status.state === 'cancelled' ? 'cancelled' : 'succeeded');
+          } else if (status.status !== 'held') {
+            this.#loseLease(f, log);
+            f.abort.abort(new Error('lease lost'));
+          }
         }
       }
       // A job decided through another process (won, cancelled): stop its requests here too.

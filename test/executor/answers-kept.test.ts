@@ -1,0 +1,106 @@
+/**
+ * No answer dropped, no doubt of our own making (issue #20 §2), against real
+ * fake providers over HTTP, on SQLite and PostgreSQL.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Executor, type ExecutorOptions } from '../../src/executor/executor.ts';
+import { createProvider } from '../../src/providers/create-provider.ts';
+import type { Provider, ProviderRequest } from '../../src/providers/provider.ts';
+import type { JobStore } from '../../src/store/job-store.ts';
+import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
+import { createTestStore, TEST_DATABASES } from '../support/databases.ts';
+import { freePort } from '../support/free-port.ts';
+
+const OWNER = 'alice';
+const INPUT = { messages: [{ role: 'user', content: 'summarize this' }] };
+
+/** `inner`, its request leaving only after `ms` (a slow connect: DNS, TCP, TLS, a busy pool): nothing is sent before. */
+function slowToConnect(inner: Provider, ms: number): Provider {
+  const later = async <T>(go: () => Promise<T>): Promise<T> => {
+    await new Promise((r) => setTimeout(r, ms));
+    return go();
+  };
+  return Object.assign(Object.create(inner) as Provider, {
+    call: (request: ProviderRequest) => later(() => inner.call(request)),
+    stream: (request: ProviderRequest, onDelta: Parameters<Provider['stream']>[1]) => later(() => inner.stream(request, onDelta)),
+  });
+}
+
+async function waitForJob(store: JobStore, jobId: string, pred: (j: NonNullable<Awaited<ReturnType<JobStore['getJob']>>>) => boolean, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const job = await store.getJob(OWNER, jobId);
+    if (job && pred(job)) return job;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for job ${jobId}; last: ${JSON.stringify({ state: job?.state, attempts: job?.attempts.map((a) => [a.state, a.error?.code]) })}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+for (const db of TEST_DATABASES) {
+  describe.skipIf(Boolean(db.skip))(`answers kept, on ${db.name}`, () => {
+    let store: JobStore;
+    let cleanup: () => Promise<void>;
+    let primary: FakeProvider;
+    let fallback: FakeProvider;
+    const providers: Provider[] = [];
+    const executors: Executor[] = [];
+
+    beforeEach(async () => {
+      ({ store, cleanup } = await createTestStore(db));
+      primary = await startFakeProvider();
+      fallback = await startFakeProvider();
+    });
+    afterEach(async () => {
+      await Promise.all(executors.splice(0).map((e) => e.stop(100)));
+      await Promise.all(providers.splice(0).map((p) => p.close()));
+      await Promise.all([primary.close(), fallback.close()]);
+      await cleanup();
+    });
+
+    function executor(map: Map<string, Provider>, o: Partial<ExecutorOptions> = {}): Executor {
+      const e = new Executor({ store, providers: map, routes: { summarize: { hedgeAfterMs: null } }, pollMs: 100, lateAnswerGraceMs: 10_000, ...o });
+      e.events.on('error', () => undefined);
+      executors.push(e);
+      return e;
+    }
+    const openai = (name: string, url: string, timeoutMs: number) => {
+      const p = createProvider(name, { type: 'openai', baseUrl: `${url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs });
+      providers.push(p);
+      return p;
+    };
+    const create = (key: string) =>
+      store.createJob({ ownerId: OWNER, idempotencyKey: key, route: 'summarize', input: INPUT, providers: ['primary', 'fallback'] }).then((r) => r.job);
+
+    it('the deadline counts from when the request was written: a connect slower than timeoutMs still gets its answer recorded', async () => {
+      // timeoutMs 300; the request leaves at 400 ms and is answered 150 ms later (550 ms after the claim).
+      primary.script([{ delayMs: 150, reply: 'worth paying for', usage: { prompt_tokens: 11, completion_tokens: 5 } }]);
+      const map = new Map([['primary', slowToConnect(openai('primary', primary.url, 300), 400)], ['fallback', openai('fallback', fallback.url, 300)]]);
+      const lost: string[] = [];
+      const e = executor(map, { runningMarkDelayMs: 0 });
+      e.events.on('attempt:lease_lost', (a) => lost.push(a.id));
+      await e.start();
+      const job = await create('slow-connect');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded' || j.attempts.some((a) => a.state !== 'starting' && a.state !== 'running' && a.state !== 'unknown'), 10_000)
+        .catch(async (err: unknown) => {
+          throw new Error(`${String(err)}; events: ${JSON.stringify((await store.listEvents(OWNER, job.id)).map((ev) => ev.type))}`);
+        });
+      expect(done).toMatchObject({ state: 'succeeded', result: { content: 'worth paying for' } });
+      expect(done.attempts.map((a) => [a.state, a.usage?.promptTokens ?? null])).toEqual([['succeeded', 11]]);
+      expect((await store.listEvents(OWNER, job.id)).map((ev) => ev.type)).not.toContain('attempt.unknown');
+      expect(lost).toEqual([]);
+      expect(primary.calls).toHaveLength(1);
+    });
+
+    it('a connect that fails is a definite "not sent": failed, the job fails over, never unknown (even when it fails after timeoutMs)', async () => {
+      fallback.script([{ reply: 'from the fallback' }]);
+      const closed = await freePort();
+      const map = new Map([['primary', slowToConnect(openai('primary', `http://127.0.0.1:${closed}`, 200), 400)], ['fallback', openai('fallback', fallback.url, 2_000)]]);
+      await executor(map).start();
+      const job = await create('refused');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded' || j.state === 'failed' || j.state === 'unknown');
+      expect(done.state).toBe('succeeded');
+      expect(done.attempts.map((a) => [a.provider, a.state, a.error?.code ?? null])).toEqual([['primary', 'failed', 'provider_unreachable'], ['fallback', 'succeeded', null]]);
+      expect((await store.listEvents(OWNER, job.id)).map((ev) => ev.type)).not.toContain('attempt.unknown');
+    });
+  });
+}
