@@ -78,6 +78,8 @@ export interface OnejobConfig {
   readonly hostConfigured: boolean;
   /** Retention of finished jobs (CONTRACT §9). */
   readonly retention: RetentionConfig;
+  /** How executors keep answers through a database outage (docs/failure-modes.md). */
+  readonly executor: ExecutorConfig;
   /** Largest accepted request body. Default 1 MiB. */
   readonly bodyLimitBytes: number;
   /** How long `POST /v1/chat/completions` waits for its job before answering "retry with the same key". Default 300000 (5 min). */
@@ -99,6 +101,14 @@ export interface OnejobConfig {
  * as the dashboard of an on-call viewer needs.
  */
 export type ApiKeyGrant = string | { readonly owner: string; readonly readOnly?: boolean };
+
+/** How executors keep answers through a database outage (docs/failure-modes.md). */
+export interface ExecutorConfig {
+  /** How long an answer in hand is held while the database is unreachable before it is given up. Default 600000 (10 min). */
+  readonly answerHoldMs: number;
+  /** Most answers held in memory at once per executor. Default 10000. */
+  readonly maxHeldAnswers: number;
+}
 
 /** Retention of finished jobs (CONTRACT §9, docs/retention.md). */
 export interface RetentionConfig {
@@ -141,6 +151,14 @@ export const CONFIG_FILE_SCHEMA = {
       type: 'object',
       additionalProperties: false,
       properties: { finishedJobsDays: { type: 'number', exclusiveMinimum: 0, maximum: 36_500 } },
+    },
+    executor: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        answerHoldMs: { type: 'integer', minimum: 0, maximum: 86_400_000 },
+        maxHeldAnswers: { type: 'integer', minimum: 0, maximum: 1_000_000 },
+      },
     },
     apiKeys: {
       type: 'object',
@@ -295,6 +313,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     bodyLimitBytes?: number;
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
+    executor?: Partial<ExecutorConfig>;
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -375,6 +394,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     host: host ?? DEFAULT_HOST,
     hostConfigured: host !== undefined,
     retention: { finishedJobsDays: file.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
+    executor: executorConfig(file.executor),
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     apiKeys,
@@ -398,6 +418,7 @@ export function defineConfig(partial: {
   bodyLimitBytes?: number;
   chatMaxWaitMs?: number;
   retention?: Partial<RetentionConfig>;
+  executor?: Partial<ExecutorConfig>;
   apiKeys?: Record<string, string>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -417,6 +438,7 @@ export function defineConfig(partial: {
     host: partial.host ?? DEFAULT_HOST,
     hostConfigured: partial.host !== undefined,
     retention: { finishedJobsDays: partial.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
+    executor: executorConfig(partial.executor),
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     apiKeys: { ...(partial.apiKeys ?? {}) },
@@ -425,4 +447,9 @@ export function defineConfig(partial: {
     contracts: { ...(partial.contracts ?? {}) },
     configPath: null,
   };
+}
+
+/** The executor settings with their defaults (an answer held 10 minutes at most, 10 000 at once). */
+function executorConfig(e: Partial<ExecutorConfig> | undefined): ExecutorConfig {
+  return { answerHoldMs: e?.answerHoldMs ?? 600_000, maxHeldAnswers: e?.maxHeldAnswers ?? 10_000 };
 }

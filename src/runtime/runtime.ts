@@ -119,6 +119,8 @@ export class Runtime {
       checkOutput: this.checkOutput,
       pricing: pricingOf(this.config),
       logger: this.#logger,
+      answerHoldMs: this.config.executor.answerHoldMs,
+      maxHeldAnswers: this.config.executor.maxHeldAnswers,
       ...options,
     });
     this.#executors.push(executor);
