@@ -102,5 +102,36 @@ for (const db of TEST_DATABASES) {
       expect(done.attempts.map((a) => [a.provider, a.state, a.error?.code ?? null])).toEqual([['primary', 'failed', 'provider_unreachable'], ['fallback', 'succeeded', null]]);
       expect((await store.listEvents(OWNER, job.id)).map((ev) => ev.type)).not.toContain('attempt.unknown');
     });
+
+    it('a settle whose first try committed but whose answer was lost is re-read: the attempt that won is reported won, not superseded', async () => {
+      primary.script([{ reply: 'won once' }]);
+      // The first settle commits, then its connection drops before the answer arrives (ECONNRESET): the executor tries again.
+      let dropped = 0;
+      const lossy = new Proxy(store, {
+        get(target, name) {
+          const v = Reflect.get(target, name, target) as unknown;
+          if (name === 'settleAttempt') {
+            return async (...args: Parameters<JobStore['settleAttempt']>) => {
+              const first = dropped++ === 0;
+              const r = await target.settleAttempt(...args);
+              if (first) throw Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' });
+              return r;
+            };
+          }
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      const map = new Map([['primary', openai('primary', primary.url, 5_000)], ['fallback', openai('fallback', fallback.url, 5_000)]]);
+      const e = executor(map, { store: lossy, writeRetryBaseMs: 10 });
+      const settled: { state: string; won: boolean }[] = [];
+      e.events.on('attempt:settled', (_a, r) => settled.push({ state: r.state, won: r.won }));
+      await e.start();
+      const job = await create('lost-commit-answer');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(dropped).toBeGreaterThanOrEqual(2);
+      expect(done.attempts.map((a) => a.state)).toEqual(['succeeded']);
+      expect(settled).toEqual([{ state: 'succeeded', won: true }]);
+    });
   });
 }
