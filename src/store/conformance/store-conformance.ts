@@ -507,6 +507,27 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(r.won).toBe(true);
       });
 
+      it('a claim committing while a cancel holds the job never leaves an attempt cancelled and leased (the job row is locked first, the claim included)', async () => {
+        const { jobId, attempt: first } = await runningJob('claim-vs-cancel');
+        // A definite failure: the failover attempt is `starting` and unclaimed.
+        const failed = await store.settleAttempt({ ownerId: OWNER, attemptId: first.id, fence: fenceOf(first), outcome: { state: 'failed', error: { code: 'provider_error', message: 'x' } } });
+        expect(failed.failover).toMatchObject({ state: 'starting', leaseOwner: null });
+        // The cancel pauses after reading the attempts (the job locked): an executor claims meanwhile.
+        let claim: Promise<unknown> | null = null;
+        const between = async (): Promise<void> => {
+          if (claim) return;
+          claim = store.claimWork({ leaseOwner: 'exe_racer', leaseMs: LEASE_MS, limit: 5 });
+          await Promise.race([claim, new Promise((r) => setTimeout(r, 300))]);
+        };
+        const canceller = new JobStoreClass(pausingInTransactions(store.driver, 'attemptListByJob', between), { clock, databaseClock: clock });
+        await canceller.cancelJob(OWNER, jobId);
+        const claimed = (await (claim as unknown as Promise<Awaited<ReturnType<JobStore['claimWork']>>>)) ?? [];
+        expect(claimed.map((c) => c.attempt.id)).toEqual([]);
+        const job = await store.getJob(OWNER, jobId);
+        expect(job?.state).toBe('cancelled');
+        expect(job!.attempts.map((a) => [a.state, a.leaseOwner])).toEqual([['failed', null], ['cancelled', null]]);
+      });
+
       it(`concurrent executors never claim the same attempt (${reps} repetitions)`, async () => {
         for (let r = 0; r < reps; r++) {
           await Promise.all(Array.from({ length: 10 }, (_, i) => create(`claim-${r}-${i}`)));
@@ -847,6 +868,34 @@ function pausingAfterFirstRead(driver: Driver, between: () => Promise<void>): Dr
       if (name === 'readSnapshot') {
         return <R>(fn: (q: DriverQueries, insights: InsightQueries) => Promise<R>) =>
           t.readSnapshot((q, insights) => fn(pausing(q, jobReads), pausing(insights, ['jobSearch'])));
+      }
+      const v = Reflect.get(t, name, receiver) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+}
+
+/** `driver` whose transactions pause after their first call of `method`, in which `between` runs (another client acts there). */
+function pausingInTransactions(driver: Driver, method: keyof DriverQueries, between: () => Promise<void>): Driver {
+  return new Proxy(driver, {
+    get(t, name, receiver) {
+      if (name === 'transaction') {
+        return <R>(fn: (q: DriverQueries) => Promise<R>) =>
+          t.transaction((q) => {
+            const paused = new Proxy(q, {
+              get(qt, qn) {
+                const v = Reflect.get(qt, qn, qt) as unknown;
+                if (typeof v !== 'function') return v;
+                if (qn !== method) return (v as (...a: unknown[]) => unknown).bind(qt);
+                return async (...args: unknown[]) => {
+                  const out = await (v as (...a: unknown[]) => Promise<unknown>).apply(qt, args);
+                  await between();
+                  return out;
+                };
+              },
+            });
+            return fn(paused);
+          });
       }
       const v = Reflect.get(t, name, receiver) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;

@@ -8,6 +8,7 @@ import type { AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, LeaseEx
 import type { Attempt } from '../../core/types.ts';
 import { ATTEMPT_COLUMNS, attemptFromRow, jsonParam, type AttemptRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
+import { qualified } from './fast-path-queries.ts';
 
 /** The fixed statements of this file, by name ({@link attemptUpdate} builds its own). */
 export const ATTEMPT_SQL = {
@@ -46,19 +47,29 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
     name: 'onejob_attempt_get',
     text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND id = $2`,
   },
-  // The CTE only restores "oldest first": UPDATE … RETURNING has no order of its own.
+  // The job row is locked before the attempt's (the lock order of every store transaction): a cancel or a winning
+  // settle holding the job is skipped, never raced (it would cancel the attempt while this claim leases it). The
+  // UPDATE re-checks `starting`, unleased on the row's latest version. The final SELECT restores "oldest first".
   claim: {
     name: 'onejob_attempt_claim',
-    text: `WITH claimed AS (
+    text: `WITH candidates AS (
+  SELECT owner_id, id, job_id FROM attempts
+  WHERE state = 'starting' AND lease_owner IS NULL
+  ORDER BY started_at, id
+  LIMIT $3),
+locked_jobs AS (
+  SELECT jobs.owner_id, jobs.id FROM jobs
+  WHERE (jobs.owner_id, jobs.id) IN (SELECT owner_id, job_id FROM candidates)
+    AND jobs.state NOT IN ('succeeded', 'failed', 'cancelled')
+  ORDER BY jobs.owner_id, jobs.id
+  FOR UPDATE SKIP LOCKED),
+claimed AS (
   UPDATE attempts
   SET lease_owner = $1, lease_token = 'lease_' || gen_random_uuid()::text, lease_expires_at = $2
-  WHERE (owner_id, id) IN (
-    SELECT owner_id, id FROM attempts
-    WHERE state = 'starting' AND lease_owner IS NULL
-    ORDER BY started_at, id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED)
-  RETURNING ${ATTEMPT_COLUMNS})
+  FROM candidates c, locked_jobs j
+  WHERE attempts.owner_id = c.owner_id AND attempts.id = c.id AND j.owner_id = c.owner_id AND j.id = c.job_id
+    AND attempts.state = 'starting' AND attempts.lease_owner IS NULL
+  RETURNING ${qualified(ATTEMPT_COLUMNS, 'attempts')})
 SELECT ${ATTEMPT_COLUMNS} FROM claimed ORDER BY started_at, id`,
   },
   extendLeases: {
