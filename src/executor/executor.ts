@@ -54,7 +54,7 @@ import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
 import { isOutputDelta, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
 import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
-import type { ClaimedAttempt, SettleAttemptResult, Store } from '../store/store.ts';
+import type { ClaimedAttempt, LeaseRequest, SettleAttemptResult, Store } from '../store/store.ts';
 import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
 import { withAttemptSpan } from '../tracing/tracing.ts';
@@ -136,6 +136,21 @@ export interface ExecutorOptions {
 }
 
 /**
+ * A lease for a new job's first attempt, with room reserved for it on the
+ * executor: hand it to `Store.createJob`, then either {@link Executor.adopt}
+ * the claimed attempt or give the lease back with `unused` (a replay, a
+ * queued job, a refused create) or `lost` (the create's answer was lost: the
+ * attempt may exist, leased here and never sent; the executor releases it).
+ */
+export interface NewWorkLease extends LeaseRequest {
+  readonly eligible: EligibilityCheck;
+  readonly attemptId: string;
+  readonly leaseToken: string;
+  unused(): void;
+  lost(ownerId: string): void;
+}
+
+/**
  * Typed, namespaced events (graphile-worker style). Tests await them to order
  * events without sleeping; metrics subscribe to them.
  */
@@ -200,6 +215,8 @@ export class Executor {
   #wakePending = false;
   /** Answers held in memory while the database is unreachable (see {@link answersHeld}). */
   #held = 0;
+  /** Room reserved by {@link leaseForNewWork} for first attempts being created (by attempt id). */
+  readonly #reserved = new Set<string>();
   /** The last claim was limited by room (or found none): work may be waiting for a finished attempt's slot. */
   #starved = false;
   #loop: Promise<void> | null = null;
@@ -293,9 +310,48 @@ export class Executor {
    * once (the fast path, `Store.createJob`'s `firstAttempt`): while this
    * executor runs and has room; else null (the job is queued and claimed).
    */
-  leaseForNewWork(route: string): { leaseOwner: string; leaseMs: number; eligible: EligibilityCheck } | null {
-    if (!this.#running || this.#inFlight.size >= this.#o.concurrency) return null;
-    return { leaseOwner: this.id, leaseMs: this.#o.leaseMs, eligible: this.#o.eligible(route) };
+  leaseForNewWork(route: string): NewWorkLease | null {
+    // Room is reserved now, before the lease is written: a burst of creates never runs more than `concurrency` at once.
+    if (!this.#running || this.#inFlight.size + this.#reserved.size >= this.#o.concurrency) return null;
+    const attemptId = newId('att');
+    const leaseToken = newId('lease');
+    this.#reserved.add(attemptId);
+    return {
+      leaseOwner: this.id, leaseMs: this.#o.leaseMs, eligible: this.#o.eligible(route), attemptId, leaseToken,
+      unused: () => {
+        if (this.#reserved.delete(attemptId) && this.#starved) this.wake();
+      },
+      lost: (ownerId) => {
+        if (this.#reserved.delete(attemptId) && this.#starved) this.wake();
+        void this.#releaseUnsent(ownerId, attemptId, leaseToken);
+      },
+    };
+  }
+
+  /**
+   * A create whose answer was lost may have written its first attempt,
+   * leased here and surely never sent: hand the lease back (the attempt is
+   * claimable again, `starting`) so it runs instead of ending `unknown` when
+   * the lease expires. Tried while the database fails, for as long as the
+   * lease may hold; a few more looks when the attempt is not there (yet).
+   */
+  async #releaseUnsent(ownerId: string, attemptId: string, leaseToken: string): Promise<void> {
+    const until = performance.now() + this.#o.leaseMs;
+    let absent = 0;
+    for (let tries = 1; performance.now() < until; tries++) {
+      try {
+        if (await this.#o.store.releaseLease({ ownerId, attemptId, leaseOwner: this.id, leaseToken })) {
+          this.#o.logger?.info({ attempt_id: attemptId, tries }, 'the lease of a first attempt whose create went unanswered was handed back: it will be claimed and run');
+          await this.#o.store.notifyWork().catch(() => undefined);
+          this.wake();
+          return;
+        }
+        if (++absent >= 3) return;
+      } catch (e) {
+        if (!isTransientDatabaseError(e)) return void this.events.emit('error', e);
+      }
+      await new Promise((r) => setTimeout(r, Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(tries, 10))));
+    }
   }
 
   /**
@@ -305,6 +361,7 @@ export class Executor {
    */
   adopt(claimed: ClaimedAttempt, leasedAt: number): void {
     const { attempt } = claimed;
+    this.#reserved.delete(attempt.id);
     if (attempt.leaseOwner !== this.id) throw new Error(`attempt ${attempt.id} is leased to ${attempt.leaseOwner}, not to executor ${this.id}`);
     if (!this.#running) {
       // Stopped meanwhile: hand it back unsent (still `starting`) for another executor to claim.
@@ -327,7 +384,7 @@ export class Executor {
   async #claimLoop(): Promise<void> {
     while (this.#running) {
       this.#wakePending = false;
-      const room = this.#o.concurrency - this.#inFlight.size;
+      const room = this.#o.concurrency - this.#inFlight.size - this.#reserved.size;
       let claimed: ClaimedAttempt[] = [];
       const sentAt = performance.now();
       if (room > 0) {

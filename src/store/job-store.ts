@@ -153,7 +153,8 @@ export class JobStore implements Store {
     const first = p.firstAttempt ? await this.#firstProvider(p, p.firstAttempt.eligible ?? everyProviderEligible) : null;
     if (first !== null && p.firstAttempt) {
       const leased = await q.jobInsertLeased(row, {
-        id: newId('att'), provider: first, leaseOwner: p.firstAttempt.leaseOwner, leaseToken: newId('lease'), leaseMs: p.firstAttempt.leaseMs,
+        id: p.firstAttempt.attemptId ?? newId('att'), provider: first, leaseOwner: p.firstAttempt.leaseOwner,
+        leaseToken: p.firstAttempt.leaseToken ?? newId('lease'), leaseMs: p.firstAttempt.leaseMs,
         now: this.#clockStandIn(),
       });
       if (leased) {

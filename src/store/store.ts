@@ -36,7 +36,16 @@ export interface CreateJobParams {
    * at once (no claim). Skipped (the job is queued as usual) when the first
    * provider of the chain is not eligible; ignored on a replay.
    */
-  readonly firstAttempt?: (LeaseRequest & { readonly eligible?: EligibilityCheck | undefined }) | undefined;
+  readonly firstAttempt?: (LeaseRequest & {
+    readonly eligible?: EligibilityCheck | undefined;
+    /**
+     * The attempt's id and lease token, chosen by the caller (default: new
+     * ones): when the insert's answer is lost, the caller can still release
+     * the lease of an attempt that may have been written and was surely never sent.
+     */
+    readonly attemptId?: string | undefined;
+    readonly leaseToken?: string | undefined;
+  }) | undefined;
 }
 
 /** Result of {@link Store.createJob}. */
