@@ -162,6 +162,11 @@ export interface ExecutorEvents {
   'attempt:lease_lost': [Attempt];
   /** A write of the attempt failed transiently and will be tried again after `delayMs`. */
   'attempt:write_retry': [Attempt, { write: 'settle' | 'unknown'; attempt: number; delayMs: number; error: unknown }];
+  /**
+   * The attempt's job is gone (retention deleted it while the attempt was in doubt): its answer's usage has no
+   * row to go to and is reported here instead (CONTRACT §8 "whatever the end"; `/metrics` counts it).
+   */
+  'attempt:usage_unrecorded': [Attempt, { usage: MeteredUsage['usage']; costMicros: number | null }];
   /** An answer in hand could not be written (the database is unreachable): it is held and tried again, up to `answerHoldMs`. */
   'attempt:answer_held': [Attempt];
   /** The database stayed unreachable until the lease was surely gone (a doubt) or past `answerHoldMs` (an answer): the write was given up. */
@@ -653,6 +658,11 @@ export class Executor {
       this.events.emit('attempt:settled', r.attempt, { state: r.attempt.state, won: r.won, error: r.attempt.error ?? undefined });
       return r;
     } catch (e) {
+      if (isOnejobError(e, 'attempt_not_found') || isOnejobError(e, 'job_not_found')) {
+        log?.warn({ usage: 'usage' in outcome ? outcome.usage ?? null : null }, 'the attempt is gone (its job was deleted): its answer has nowhere to go');
+        this.#reportUnrecorded(f, outcome);
+        return null;
+      }
       if (isOnejobError(e, 'lease_lost')) {
         await this.#keepUsage(f, outcome);
         return (this.#loseLease(f, log), null);
@@ -721,9 +731,17 @@ export class Executor {
   /** An answer that cannot settle its attempt any more still leaves what it cost (CONTRACT §8); never its payload. */
   async #keepUsage(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): Promise<void> {
     if (outcome.state === 'cancelled' || !outcome.usage) return;
-    await this.#o.store
+    const recorded = await this.#o.store
       .recordLateUsage({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, usage: outcome.usage, costMicros: outcome.costMicros ?? null, actor: `executor:${this.id}` })
-      .catch((err) => this.events.emit('error', err));
+      .catch((err) => (this.events.emit('error', err), true));
+    // No row took it: the attempt is gone with its job, or already carries usage. Only the former is news.
+    if (!recorded && (await this.#o.store.getAttempt(f.attempt.ownerId, f.attempt.id).catch(() => f.attempt)) === null) this.#reportUnrecorded(f, outcome);
+  }
+
+  /** Usage of an answer whose attempt no longer exists: an event (and `/metrics`), since no row can hold it. */
+  #reportUnrecorded(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): void {
+    if (outcome.state === 'cancelled' || !outcome.usage) return;
+    this.events.emit('attempt:usage_unrecorded', f.attempt, { usage: outcome.usage, costMicros: outcome.costMicros ?? null });
   }
 
   async #markUnknown(f: InFlight, reason: RecordedError, log: Logger | undefined): Promise<boolean> {

@@ -133,5 +133,30 @@ for (const db of TEST_DATABASES) {
       expect(done.attempts.map((a) => a.state)).toEqual(['succeeded']);
       expect(settled).toEqual([{ state: 'succeeded', won: true }]);
     });
+
+    it('an answer whose job was deleted meanwhile still reports what it cost (CONTRACT §8: whatever the end)', async () => {
+      primary.script([{ gate: 'late', reply: 'too late', usage: { prompt_tokens: 9, completion_tokens: 2 } }]);
+      // This executor hears of no job change (as if the cancel came from a process it cannot hear) and renews nothing.
+      const deaf = new Proxy(store, {
+        get(target, name) {
+          if (name === 'onJobChanged') return () => () => undefined;
+          const v = Reflect.get(target, name, target) as unknown;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      const map = new Map([['primary', openai('primary', primary.url, 200)], ['fallback', openai('fallback', fallback.url, 200)]]);
+      const e = executor(map, { store: deaf, heartbeatMs: 3_600_000, runningMarkDelayMs: 0 });
+      const unrecorded: { tokens: number | undefined }[] = [];
+      e.events.on('attempt:usage_unrecorded', (_a, u) => unrecorded.push({ tokens: u.usage?.promptTokens }));
+      await e.start();
+      const job = await create('deleted-meanwhile');
+      await waitForJob(store, job.id, (j) => j.attempts[0]?.state === 'unknown');
+      await store.cancelJob(OWNER, job.id);
+      expect((await store.deleteFinishedJobs({ olderThanMs: 0 })).jobs).toBe(1);
+      const finished = new Promise((r) => e.events.once('attempt:finished', r));
+      primary.release('late');
+      await finished;
+      expect(unrecorded).toEqual([{ tokens: 9 }]);
+    });
   });
 }
