@@ -7,10 +7,13 @@
  * - **Leases and fencing.** Work is claimed with a lease; every write presents
  *   the lease token and applies only while the lease is unexpired, so an
  *   executor paused past its lease cannot change a job it no longer owns. One
- *   heartbeat per executor extends the leases of everything in flight; a token
- *   missing from the answer means the lease was lost: the attempt is
- *   abandoned without another write.
- * - **Timeouts are unknown.** At the provider's `timeoutMs` the attempt
+ *   heartbeat per executor extends the leases of everything in flight; for a
+ *   token missing from the answer the store is asked why (`leaseStatus`): a
+ *   lease another executor holds is lost (the attempt is abandoned without
+ *   another write); one that merely ran out still records the answer by its
+ *   token; a decided attempt is stopped.
+ * - **Timeouts are unknown.** At the provider's `timeoutMs`, counted from the
+ *   request's dispatch (a connect is not the provider's silence), the attempt
  *   becomes `unknown` (the job blocks) but the request is not aborted: the
  *   executor keeps listening for `lateAnswerGraceMs`, and a late answer goes
  *   through the same compare-and-swap (it may still win, or be superseded).
@@ -23,9 +26,11 @@
  * - **A write that fails is tried again.** Recording an answer (settle) or a
  *   doubt (unknown) that fails transiently (connection lost, server
  *   restarting, deadlock, `SQLITE_BUSY`, a timeout: `store/transient-errors.ts`)
- *   is retried with jittered backoff for as long as the lease may still be
- *   held; only a fenced-out write (`lease_lost`, `attempt_finished`) or a
- *   lease surely gone gives up. A lease is released only after `unknown` was
+ *   is retried with jittered backoff: a doubt for as long as the lease may
+ *   still be held, an answer for up to `answerHoldMs` (it applies by its
+ *   lease's token after the lease ran out); only a fenced-out write
+ *   (`lease_lost`, `attempt_finished`: then re-read, it may be our own
+ *   earlier try) or the end of that time gives up. A lease is released only after `unknown` was
  *   recorded: no attempt is left `running` without an owner.
  * - **Losers stop billing.** Once a job is decided (won, cancelled), its
  *   other attempts in flight here are aborted at the provider (the HTTP
