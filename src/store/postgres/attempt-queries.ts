@@ -8,7 +8,6 @@ import type { AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, LeaseEx
 import type { Attempt } from '../../core/types.ts';
 import { ATTEMPT_COLUMNS, attemptFromRow, jsonParam, type AttemptRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
-import { qualified } from './fast-path-queries.ts';
 
 /** The fixed statements of this file, by name ({@link attemptUpdate} builds its own). */
 export const ATTEMPT_SQL = {
@@ -48,28 +47,31 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
     text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND id = $2`,
   },
   // The job row is locked before the attempt's (the lock order of every store transaction): a cancel or a winning
-  // settle holding the job is skipped, never raced (it would cancel the attempt while this claim leases it). The
-  // UPDATE re-checks `starting`, unleased on the row's latest version. The final SELECT restores "oldest first".
+  // settle holding the job is skipped, never raced (it would cancel the attempt while this claim leases it). The jobs
+  // of a wider window of candidates are locked (SKIP LOCKED: concurrent claimers take different jobs), the oldest
+  // `limit` of their attempts claimed; the UPDATE re-checks `starting`, unleased on the row's latest version. The
+  // final SELECT restores "oldest first".
   claim: {
     name: 'onejob_attempt_claim',
     text: `WITH candidates AS (
-  SELECT owner_id, id, job_id FROM attempts
+  SELECT owner_id, id, job_id, started_at FROM attempts
   WHERE state = 'starting' AND lease_owner IS NULL
   ORDER BY started_at, id
-  LIMIT $3),
+  LIMIT $3 * 4),
 locked_jobs AS (
   SELECT jobs.owner_id, jobs.id FROM jobs
   WHERE (jobs.owner_id, jobs.id) IN (SELECT owner_id, job_id FROM candidates)
     AND jobs.state NOT IN ('succeeded', 'failed', 'cancelled')
-  ORDER BY jobs.owner_id, jobs.id
   FOR UPDATE SKIP LOCKED),
+picked AS (
+  SELECT c.owner_id, c.id FROM candidates c JOIN locked_jobs j ON j.owner_id = c.owner_id AND j.id = c.job_id
+  ORDER BY c.started_at, c.id
+  LIMIT $3),
 claimed AS (
   UPDATE attempts
   SET lease_owner = $1, lease_token = 'lease_' || gen_random_uuid()::text, lease_expires_at = $2
-  FROM candidates c, locked_jobs j
-  WHERE attempts.owner_id = c.owner_id AND attempts.id = c.id AND j.owner_id = c.owner_id AND j.id = c.job_id
-    AND attempts.state = 'starting' AND attempts.lease_owner IS NULL
-  RETURNING ${qualified(ATTEMPT_COLUMNS, 'attempts')})
+  WHERE (owner_id, id) IN (SELECT owner_id, id FROM picked) AND state = 'starting' AND lease_owner IS NULL
+  RETURNING ${ATTEMPT_COLUMNS})
 SELECT ${ATTEMPT_COLUMNS} FROM claimed ORDER BY started_at, id`,
   },
   extendLeases: {

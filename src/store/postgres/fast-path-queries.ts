@@ -30,7 +30,7 @@ export const JOB_RETURNED = `${prefixed(JOB_COLUMNS, 'j', 'j_')}, ${prefixed(ATT
 const RETURNED = JOB_RETURNED;
 
 /** `<table>.<column>` for every column of a list (a RETURNING beside other relations' columns). */
-export function qualified(columns: string, table: string): string {
+function qualified(columns: string, table: string): string {
   return columns.split(', ').map((c) => `${table}.${c}`).join(', ');
 }
 
