@@ -424,7 +424,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
 
     it('claims unclaimed starting attempts oldest first, each with its own token, without overlap between claimers', async () => {
       // Settle anything earlier tests left claimable, so this test sees only its own rows.
-      await driver.queries.attemptClaim({ leaseOwner: 'exe_sweep', leaseExpiresAt: at(1), limit: 1_000 });
+      await driver.queries.attemptClaim({ leaseOwner: 'exe_sweep', leaseExpiresAt: at(1), limit: 1_000, now: new Date(8.64e15) });
       // 40 jobs with one unclaimed attempt each (a claim locks an attempt's job first: one claimer per job at a time).
       for (let i = 0; i < 40; i++) {
         const j = jobRow();
@@ -435,7 +435,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
       const claims: Awaited<ReturnType<typeof driver.queries.attemptClaim>>[] = Array.from({ length: 8 }, () => []);
       for (let round = 0; round < 40 && claims.flat().length < 40; round++) {
         const got = await Promise.all(
-          Array.from({ length: 8 }, (_, i) => driver.queries.attemptClaim({ leaseOwner: `exe_${i}`, leaseExpiresAt: at(60_000), limit: 5 })),
+          Array.from({ length: 8 }, (_, i) => driver.queries.attemptClaim({ leaseOwner: `exe_${i}`, leaseExpiresAt: at(60_000), limit: 5, now: at(60_000) })),
         );
         for (const [i, batch] of got.entries()) {
           const times = batch.map((a) => a.startedAt.getTime());
@@ -450,7 +450,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
       for (const [i, batch] of claims.entries()) {
         expect(batch.every((a) => a.leaseOwner === `exe_${i}` && a.leaseToken?.startsWith('lease_') && a.leaseExpiresAt?.getTime() === at(60_000).getTime())).toBe(true);
       }
-      expect(await driver.queries.attemptClaim({ leaseOwner: 'exe_9', leaseExpiresAt: at(60_000), limit: 5 })).toEqual([]);
+      expect(await driver.queries.attemptClaim({ leaseOwner: 'exe_9', leaseExpiresAt: at(60_000), limit: 5, now: at(60_000) })).toEqual([]);
     });
 
     it('extends only valid leases of the asking executor, and lists expired leases of live attempts', async () => {

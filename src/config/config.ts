@@ -16,6 +16,7 @@ import { OnejobError } from '../core/errors.ts';
 import { describeAjvError } from './describe-ajv-error.ts';
 import { providerConfigProblems } from '../providers/create-provider.ts';
 import { PRICING_SCHEMA } from './pricing.ts';
+import { RETRY_SCHEMA } from './retry-policy.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -36,10 +37,22 @@ export const LOOPBACK_HOST = '127.0.0.1';
 export const DEFAULT_FINISHED_JOBS_DAYS = 30;
 /** The default request body limit: 1 MiB. */
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
+/**
+ * The default body limit of the gateway endpoints (`/v1/chat/completions`,
+ * `/v1/messages`, `/v1/responses`): 32 MiB, room for images sent inline as
+ * base64 (CONTRACT §3, v3). A route opts in with `gatewayBodyLimit` (src/http/body-limits.ts).
+ */
+export const DEFAULT_GATEWAY_BODY_LIMIT_BYTES = 32 * 1024 * 1024;
+/** The default cap of open `GET /v1/events` feeds per owner and process. */
+export const DEFAULT_EVENT_FEEDS_PER_OWNER = 20;
+/** The default re-read interval of the events feeds (changes made by other processes). */
+export const DEFAULT_EVENT_FEEDS_POLL_MS = 2000;
 /** The default server-side wait of `POST /v1/chat/completions`: 5 minutes, below the OpenAI SDK's 10-minute timeout. */
 export const DEFAULT_CHAT_MAX_WAIT_MS = 300_000;
-/** The default deadline of one attempt. */
+/** The default `timeoutMs`: to the answer of a non-streamed attempt, to the first output of a streamed one. */
 export const DEFAULT_TIMEOUT_MS = 20_000;
+/** The default `idleTimeoutMs`: the longest silence between events of a stream after its first output. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 /** The config file read when no path is given, if it exists. */
 export const DEFAULT_CONFIG_FILE = 'onejob.config.json';
 
@@ -51,8 +64,12 @@ export interface ProviderConfig {
   /** The API key (after `env:` resolution), or null when the provider needs none (a local server). */
   readonly apiKey: string | null;
   readonly model: string;
-  /** An attempt's deadline; past it the attempt is `unknown`. Default 20000. */
+  /** To the answer of a non-streamed attempt, to the first output of a streamed one; past it the attempt is `unknown` (`deadline_exceeded`). Default 20000. */
   readonly timeoutMs: number;
+  /** The longest silence between a stream's events after its first output; past it the attempt is `unknown` (`stream_stalled`). Default 30000. */
+  readonly idleTimeoutMs: number;
+  /** The provider's promise that no request runs longer on its side, or null (none; the default). */
+  readonly maxDurationMs: number | null;
   readonly [extra: string]: unknown;
 }
 
@@ -80,8 +97,16 @@ export interface OnejobConfig {
   readonly retention: RetentionConfig;
   /** How executors keep answers through a database outage (docs/failure-modes.md). */
   readonly executor: ExecutorConfig;
-  /** Largest accepted request body. Default 1 MiB. */
+  /** Largest accepted request body (`POST /v1/jobs` and every route but the gateway's). Default 1 MiB. */
   readonly bodyLimitBytes: number;
+  /** Largest accepted body on the gateway endpoints (`/v1/chat/completions`, `/v1/messages`, `/v1/responses`). Default 32 MiB. */
+  readonly gatewayBodyLimitBytes: number;
+  /** Per gateway endpoint (its path, e.g. `/v1/messages`): a body limit that replaces `gatewayBodyLimitBytes` there. Default none. */
+  readonly endpointBodyLimitBytes: Readonly<Record<string, number>>;
+  /** `GET /metrics` needs `Authorization: Bearer <metricsToken>` when set; null (default) leaves it open, as Prometheus expects. */
+  readonly metricsToken: string | null;
+  /** The `GET /v1/events` feeds: how many an owner may hold open (per process) and how often they re-read. */
+  readonly eventFeeds: EventFeedsConfig;
   /** How long `POST /v1/chat/completions` waits for its job before answering "retry with the same key". Default 300000 (5 min). */
   readonly chatMaxWaitMs: number;
   /** API token → owner (a name), or `{ owner, readOnly: true }` for a read-only token (reads and live updates only). */
@@ -108,6 +133,14 @@ export interface ExecutorConfig {
   readonly answerHoldMs: number;
   /** Most answers held in memory at once per executor. Default 10000. */
   readonly maxHeldAnswers: number;
+}
+
+/** The owners' live feeds, `GET /v1/events` (docs/dashboard.md). */
+export interface EventFeedsConfig {
+  /** Open feeds one owner may hold on one process; one more is `429 too_many_requests`. Default 20. */
+  readonly maxPerOwner: number;
+  /** How often an owner's feeds re-read the event log for changes made by other processes (one read per owner, shared by its feeds). Default 2000 ms. */
+  readonly pollMs: number;
 }
 
 /** Retention of finished jobs (CONTRACT §9, docs/retention.md). */
@@ -146,6 +179,14 @@ export const CONFIG_FILE_SCHEMA = {
     port: { type: 'integer', minimum: 0, maximum: 65535 },
     host: { type: 'string', minLength: 1 },
     bodyLimitBytes: { type: 'integer', minimum: 1 },
+    gatewayBodyLimitBytes: { type: 'integer', minimum: 1 },
+    endpointBodyLimitBytes: { type: 'object', propertyNames: { pattern: '^/v1/[!-~]+$' }, additionalProperties: { type: 'integer', minimum: 1 } },
+    metricsToken: { type: ['string', 'null'], pattern: '^[!-~]+$' },
+    eventFeeds: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { maxPerOwner: { type: 'integer', minimum: 1, maximum: 100_000 }, pollMs: { type: 'integer', minimum: 50, maximum: 3_600_000 } },
+    },
     chatMaxWaitMs: { type: 'integer', minimum: 1, maximum: 3_600_000 },
     retention: {
       type: 'object',
@@ -187,6 +228,9 @@ export const CONFIG_FILE_SCHEMA = {
           apiKey: { type: ['string', 'null'] },
           model: { type: 'string', minLength: 1 },
           timeoutMs: { type: 'integer', minimum: 1 },
+          idleTimeoutMs: { type: 'integer', minimum: 1 },
+          maxDurationMs: { type: ['integer', 'null'], minimum: 1 },
+          retry: RETRY_SCHEMA,
           pricing: PRICING_SCHEMA,
         },
       },
@@ -311,6 +355,10 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     port?: number;
     host?: string;
     bodyLimitBytes?: number;
+    gatewayBodyLimitBytes?: number;
+    endpointBodyLimitBytes?: Record<string, number>;
+    metricsToken?: string | null;
+    eventFeeds?: { maxPerOwner?: number; pollMs?: number };
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
     executor?: Partial<ExecutorConfig>;
@@ -336,6 +384,8 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
       apiKey: (resolved.apiKey as string | null | undefined) ?? null,
       model: (resolved.model as string | null) ?? (p.type === 'fake' ? 'fake-model' : ''),
       timeoutMs: (p.timeoutMs as number | undefined) ?? DEFAULT_TIMEOUT_MS,
+      idleTimeoutMs: (p.idleTimeoutMs as number | undefined) ?? DEFAULT_IDLE_TIMEOUT_MS,
+      maxDurationMs: (p.maxDurationMs as number | null | undefined) ?? null,
     } as ProviderConfig;
     // The adapter's own checks (URL shape, fake scripts…), reported with the file's paths.
     if (!problems.some((x) => x.startsWith(`/providers/${name}/`))) {
@@ -368,6 +418,15 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     }
   }
 
+  // The metrics token: ONEJOB_METRICS_TOKEN wins over the file's (which may be an env: reference).
+  let metricsToken: string | null = null;
+  if (env.ONEJOB_METRICS_TOKEN !== undefined && env.ONEJOB_METRICS_TOKEN.trim() !== '') {
+    metricsToken = env.ONEJOB_METRICS_TOKEN.trim();
+    if (!/^[!-~]+$/.test(metricsToken)) problems.push('ONEJOB_METRICS_TOKEN: must be visible ASCII without spaces');
+  } else if (typeof file.metricsToken === 'string') {
+    metricsToken = secret(file.metricsToken, '/metricsToken', env, requireSecrets, problems);
+  }
+
   let databaseUrl = DEFAULT_DATABASE_URL;
   if (file.database !== undefined) databaseUrl = secret(file.database, '/database', env, true, problems) ?? DEFAULT_DATABASE_URL;
   if (problems.length > 0) throw invalid(source, problems);
@@ -396,6 +455,10 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     retention: { finishedJobsDays: file.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     executor: executorConfig(file.executor),
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    gatewayBodyLimitBytes: file.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    endpointBodyLimitBytes: { ...(file.endpointBodyLimitBytes ?? {}) },
+    metricsToken,
+    eventFeeds: { maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     apiKeys,
     providers,
@@ -416,17 +479,24 @@ export function defineConfig(partial: {
   port?: number;
   host?: string;
   bodyLimitBytes?: number;
+  gatewayBodyLimitBytes?: number;
+  endpointBodyLimitBytes?: Record<string, number>;
+  metricsToken?: string | null;
+  eventFeeds?: Partial<EventFeedsConfig>;
   chatMaxWaitMs?: number;
   retention?: Partial<RetentionConfig>;
   executor?: Partial<ExecutorConfig>;
-  apiKeys?: Record<string, string>;
-  providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
+  apiKeys?: Record<string, ApiKeyGrant>;
+  providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
   contracts?: Record<string, Record<string, unknown>>;
 }): OnejobConfig {
   const providers: Record<string, ProviderConfig> = {};
   for (const [name, p] of Object.entries(partial.providers ?? {})) {
-    providers[name] = { ...p, apiKey: p.apiKey ?? null, timeoutMs: p.timeoutMs ?? DEFAULT_TIMEOUT_MS };
+    providers[name] = {
+      ...p, apiKey: p.apiKey ?? null, timeoutMs: p.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      idleTimeoutMs: p.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS, maxDurationMs: p.maxDurationMs ?? null,
+    };
   }
   const routes: Record<string, RouteConfig> = {};
   for (const [name, r] of Object.entries(partial.routes ?? {})) {
@@ -440,6 +510,10 @@ export function defineConfig(partial: {
     retention: { finishedJobsDays: partial.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     executor: executorConfig(partial.executor),
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    gatewayBodyLimitBytes: partial.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    endpointBodyLimitBytes: { ...(partial.endpointBodyLimitBytes ?? {}) },
+    metricsToken: partial.metricsToken ?? null,
+    eventFeeds: { maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     apiKeys: { ...(partial.apiKeys ?? {}) },
     providers,

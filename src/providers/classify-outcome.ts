@@ -8,6 +8,7 @@
  * readable completion is `ambiguous`. See `docs/providers.md`.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { redactCredentials, redactStrings } from '../core/redact-credentials.ts';
 import { ResponseTooLargeError, type HttpExchange } from './http-exchange.ts';
 import type {
   NormalizedCompletion,
@@ -60,6 +61,26 @@ export function classifyStatus(status: number): StatusClassification {
   if (status >= 300 && status < 400) return rejected('redirect (not followed)');
   if (status >= 400 && status < 500) return rejected('client error, rejected before processing');
   return serverError('unexpected status, the request may have been processed');
+}
+
+/**
+ * Whether a definite failure may be tried again on the same provider
+ * (CONTRACT §11, a provider's `retry`): a 429 or 503 (Anthropic's 529 too)
+ * that says when to come back (`Retry-After`, `retry-after-ms`), or a
+ * connection refused before anything was sent. Each certainly did not
+ * execute. Returns the wait the provider asked for (null when it could not
+ * say: a refused connection), or null when the failure is not of this kind
+ * (a 429 without `Retry-After` fails over at once: nothing says when to come back).
+ *
+ * @example retryHereAfter({ code: 'provider_rate_limited', details: { provider: 'p', phase: 'after_body', status: 429, retry_after_ms: 1000 } }) // { retryAfterMs: 1000 }
+ */
+export function retryHereAfter(error: Pick<ProviderError, 'code' | 'details'>): { readonly retryAfterMs: number | null } | null {
+  const d = error.details;
+  if ((error.code === 'provider_rate_limited' || error.code === 'provider_overloaded') && d.retry_after_ms !== undefined) {
+    return { retryAfterMs: d.retry_after_ms };
+  }
+  if (error.code === 'provider_unreachable' && d.phase === 'before_send' && d.cause_code === 'ECONNREFUSED') return { retryAfterMs: null };
+  return null;
 }
 
 /** Turns a parsed 2xx body into a completion, or says why it is not one. */
@@ -136,8 +157,21 @@ function outcome(kind: 'failure' | 'ambiguous', code: ProviderErrorCode, message
   return kind === 'failure' ? failure(code, message, details, cause) : ambiguous(code, message, details, cause);
 }
 
+/**
+ * Every provider error is built here: its `message` and `details` are what
+ * tenants may see (recorded on the attempt and the job, sent in a stream's
+ * error event), so credentials and organisation ids are redacted from them
+ * ({@link redactCredentials}); the text as the provider wrote it stays in
+ * `unredacted`, for the log line only.
+ */
 function providerError(code: ProviderErrorCode, message: string, details: ProviderErrorDetails, cause: unknown): ProviderError {
-  return cause === undefined ? { code, message, details } : { code, message, details, cause };
+  const safe = { code, message: redactCredentials(message), details: redactStrings(details) };
+  const changed = safe.message !== message || Object.entries(details).some(([k, v]) => safe.details[k as keyof ProviderErrorDetails] !== v);
+  return {
+    ...safe,
+    ...(changed ? { unredacted: { message, details } } : {}),
+    ...(cause === undefined ? {} : { cause }),
+  };
 }
 
 function causeDetails(cause: unknown): Pick<ProviderErrorDetails, 'cause_code' | 'cause_message'> {

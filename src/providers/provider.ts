@@ -71,6 +71,13 @@ export interface ProviderRequest {
    * Never called when the request was not sent. Exceptions it throws are ignored.
    */
   readonly onDispatched?: (() => void) | undefined;
+  /**
+   * Streaming: called on every event the provider's stream delivers (a
+   * delta, a ping, the terminator), as a sign of life for the caller's
+   * `idleTimeoutMs`. Optional: a caller also counts each delta. Exceptions it
+   * throws are ignored.
+   */
+  readonly onEvent?: (() => void) | undefined;
 }
 
 /** Token counts, OpenAI-style. */
@@ -188,13 +195,30 @@ export interface ProviderErrorDetails {
   readonly cause_message?: string;
 }
 
-/** A provider error: a stable code, a message, JSON-safe details, and the raw cause for logs only. */
+/**
+ * A provider error: a stable code, a message, JSON-safe details, and the raw
+ * cause for logs only. `message` and `details` are safe for tenants
+ * (credentials and organisation ids redacted, `src/core/redact-credentials.ts`).
+ */
 export interface ProviderError {
   readonly code: ProviderErrorCode;
   readonly message: string;
   readonly details: ProviderErrorDetails;
   /** The raw error (undici's, the signal's reason). For logs; never store or return it. */
   readonly cause?: unknown;
+  /** The message and details as the provider wrote them, when redaction changed them. For logs; never store or return it. */
+  readonly unredacted?: { readonly message: string; readonly details: ProviderErrorDetails };
+}
+
+/**
+ * The fields of the log line of a provider error: the whole text, as the
+ * provider wrote it (the operator's logs are where it belongs).
+ *
+ * @example log.warn(providerErrorLogFields(outcome.error), 'provider error')
+ */
+export function providerErrorLogFields(error: ProviderError): Record<string, unknown> {
+  const whole = error.unredacted ?? error;
+  return { code: error.code, status: whole.details.status, provider_error: { message: whole.message, ...whole.details }, ...(error.cause === undefined ? {} : { err: error.cause }) };
 }
 
 /**
@@ -257,8 +281,12 @@ export interface Provider {
   readonly type: ProviderType;
   /** The configured model. */
   readonly model: string;
-  /** The attempt deadline from the config (default 20000); the caller turns it into the signal. */
+  /** To the answer, or a stream's first output (default 20000); the caller enforces it (CONTRACT §11). */
   readonly timeoutMs: number;
+  /** The longest silence between a stream's events after its first output; the caller enforces it. Absent: 30000. */
+  readonly idleTimeoutMs?: number | undefined;
+  /** The provider's promise that no request runs longer on its side, or null (none). Absent: null. */
+  readonly maxDurationMs?: number | null | undefined;
   /** The model's context window, when configured. */
   readonly contextWindow: number | null;
   /**

@@ -17,6 +17,8 @@ import { createTestStore, type TestDatabase } from '../support/databases.ts';
 
 export const TOKEN = 'tok_alice_gateway_0123456789';
 export const OWNER = 'alice';
+/** Another owner's token: its requests never see alice's jobs. */
+export const TOKEN_BOB = 'tok_bob_gateway_0123456789';
 
 /** A running gateway. */
 export interface Gateway {
@@ -32,16 +34,22 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** Options of {@link startGateway}. */
+export interface StartGatewayOptions {
+  /** How long a gateway request waits for its job before `409 attempt_in_flight`. Default 5000. */
+  readonly chatMaxWaitMs?: number;
+}
+
 /**
  * Routes: `gpt` (openai), `claude` (anthropic), `gpt-then-claude` (failover
  * openai → anthropic), `claude-then-gpt` (anthropic first: skipped for
  * members it cannot express).
  */
-export async function startGateway(db: TestDatabase): Promise<Gateway> {
+export async function startGateway(db: TestDatabase, options: StartGatewayOptions = {}): Promise<Gateway> {
   const { store, cleanup } = await createTestStore(db);
   const [openaiFake, anthropicFake] = await Promise.all([startFakeProvider(), startFakeProvider()]);
   const config = defineConfig({
-    apiKeys: { [TOKEN]: OWNER },
+    apiKeys: { [TOKEN]: OWNER, [TOKEN_BOB]: 'bob' },
     providers: {
       gpt: { type: 'openai', baseUrl: `${openaiFake.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 5_000 },
       claude: { type: 'anthropic', baseUrl: anthropicFake.url, apiKey: 'k', model: 'claude-fake', timeoutMs: 5_000 },
@@ -56,7 +64,7 @@ export async function startGateway(db: TestDatabase): Promise<Gateway> {
   const runtime: Runtime = await createRuntime({ config, store });
   const executor: Executor = runtime.createExecutor({ pollMs: 100, lateAnswerGraceMs: 500 });
   await executor.start();
-  const app: FastifyInstance = buildApp({ store, config, eligible: runtime.eligible, executor, waitRecheckMs: 200, chatCompletions: { maxWaitMs: 5_000, retryAfterMs: 100 } });
+  const app: FastifyInstance = buildApp({ store, config, eligible: runtime.eligible, executor, waitRecheckMs: 200, chatCompletions: { maxWaitMs: options.chatMaxWaitMs ?? 5_000, retryAfterMs: 100 } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('no port');

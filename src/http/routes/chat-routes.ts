@@ -12,7 +12,8 @@
 import type { FastifyInstance } from 'fastify';
 import { bearerSecurity, chatCompletionBody, createJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
-import { chatCompletionOf, withOpenAiError } from '../chat-completion.ts';
+import { gatewayBodyLimit } from '../body-limits.ts';
+import { chatCompletionOf } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
 import { streamJobResponse } from '../job-stream.ts';
@@ -48,6 +49,8 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
   const retryAfterMs = options.retryAfterMs ?? DEFAULT_CHAT_RETRY_AFTER_MS;
 
   app.post<{ Body: ChatCompletionBody }>('/v1/chat/completions', {
+    // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
+    ...gatewayBodyLimit(ctx.config, '/v1/chat/completions'),
     schema: {
       tags: ['openai'],
       summary: 'Create a chat completion (OpenAI-compatible, idempotent)',
@@ -70,16 +73,6 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
     // The key is checked right after authentication, before the body is read (as for POST /v1/jobs).
     onRequest: async (request) => {
       idempotencyKeyOf(request);
-    },
-    // OpenAI SDKs read `error.code` / `error.message`: add that view to every problem of this route.
-    onSend: async (_request, reply, payload) => {
-      const type = reply.getHeader('content-type');
-      if (typeof payload !== 'string' || typeof type !== 'string' || !type.startsWith('application/problem+json')) return payload;
-      try {
-        return JSON.stringify(withOpenAiError(JSON.parse(payload) as Record<string, unknown>));
-      } catch {
-        return payload;
-      }
     },
     handler: async (request, reply) => {
       const idempotencyKey = idempotencyKeyOf(request);

@@ -16,6 +16,7 @@ import type { FastifyInstance } from 'fastify';
 import { chatResultToMessagesResponse, messagesRequestToChatInput } from '../../protocols/anthropic-messages.ts';
 import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
+import { gatewayBodyLimit } from '../body-limits.ts';
 import { streamJobResponse } from '../job-stream.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { DEFAULT_CHAT_RETRY_AFTER_MS, type ChatRoutesOptions } from './chat-routes.ts';
@@ -97,6 +98,8 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
   const retryAfterMs = options.retryAfterMs ?? DEFAULT_CHAT_RETRY_AFTER_MS;
 
   app.post<{ Body: Record<string, unknown> }>(MESSAGES_PATH, {
+    // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
+    ...gatewayBodyLimit(ctx.config, MESSAGES_PATH),
     schema: {
       tags: ['anthropic'],
       summary: 'Create a message (Anthropic-compatible, idempotent)',
