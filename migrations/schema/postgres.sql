@@ -92,6 +92,7 @@ CREATE TABLE public.jobs (
     finished_at timestamp with time zone,
     stream_attempt_id text,
     trace_context text,
+    keyless_fingerprint text,
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT jobs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
     CONSTRAINT jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'unknown'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
@@ -108,6 +109,14 @@ CREATE TABLE public.onejob_migrations (
     version integer NOT NULL,
     name text NOT NULL,
     applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.stream_events (
+    owner_id text NOT NULL,
+    job_id text NOT NULL,
+    attempt_number integer NOT NULL,
+    seq integer NOT NULL,
+    events text NOT NULL
 );
 
 ALTER TABLE ONLY public.job_events ALTER COLUMN id SET DEFAULT nextval('public.job_events_id_seq'::regclass);
@@ -136,6 +145,9 @@ ALTER TABLE ONLY public.maintenance_leases
 ALTER TABLE ONLY public.onejob_migrations
     ADD CONSTRAINT onejob_migrations_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY public.stream_events
+    ADD CONSTRAINT stream_events_pkey PRIMARY KEY (owner_id, job_id, attempt_number, seq);
+
 CREATE INDEX attempts_claimable_idx ON public.attempts USING btree (started_at) WHERE ((state = 'starting'::text) AND (lease_owner IS NULL));
 
 CREATE INDEX attempts_leased_idx ON public.attempts USING btree (lease_expires_at) WHERE (lease_owner IS NOT NULL);
@@ -151,6 +163,10 @@ CREATE INDEX job_events_id_idx ON public.job_events USING btree (id);
 CREATE INDEX job_events_job_idx ON public.job_events USING btree (owner_id, job_id, id);
 
 CREATE INDEX jobs_finished_idx ON public.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
+CREATE UNIQUE INDEX jobs_keyless_active_unique ON public.jobs USING btree (owner_id, keyless_fingerprint) WHERE ((keyless_fingerprint IS NOT NULL) AND (state <> ALL (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])));
+
+CREATE INDEX jobs_keyless_idx ON public.jobs USING btree (owner_id, keyless_fingerprint, finished_at DESC) WHERE (keyless_fingerprint IS NOT NULL);
 
 CREATE INDEX jobs_owner_created_idx ON public.jobs USING btree (owner_id, created_at DESC, id DESC);
 

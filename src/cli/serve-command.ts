@@ -97,7 +97,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
   const metrics = createMetrics({ countInDoubt: () => o.store.countAttemptsInDoubt() });
   // Created before the app: chat jobs run their first attempt on it at once (the fast path); started after listen.
   const executor = o.executor ? runtime.createExecutor({ leaseMs: o.leaseMs }) : undefined;
-  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor });
+  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor, mcp: runtime.mcp });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (error) {

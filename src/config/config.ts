@@ -16,6 +16,7 @@ import { OnejobError } from '../core/errors.ts';
 import { describeAjvError } from './describe-ajv-error.ts';
 import { providerConfigProblems } from '../providers/create-provider.ts';
 import { PRICING_SCHEMA } from './pricing.ts';
+import { mcpServerConfigOf, mcpServerConfigProblems, type McpServerConfig } from '../providers/mcp/mcp-server-config.ts';
 import { RETRY_SCHEMA } from './retry-policy.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
@@ -51,6 +52,8 @@ export const DEFAULT_EVENT_FEEDS_POLL_MS = 2000;
 export const DEFAULT_CHAT_MAX_WAIT_MS = 300_000;
 /** The default `timeoutMs`: to the answer of a non-streamed attempt, to the first output of a streamed one. */
 export const DEFAULT_TIMEOUT_MS = 20_000;
+/** How long a finished keyless job is replayed to the same body (CONTRACT §12): 10 minutes. */
+export const DEFAULT_KEYLESS_WINDOW_MS = 600_000;
 /** The default `idleTimeoutMs`: the longest silence between events of a stream after its first output. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 /** The config file read when no path is given, if it exists. */
@@ -109,10 +112,17 @@ export interface OnejobConfig {
   readonly eventFeeds: EventFeedsConfig;
   /** How long `POST /v1/chat/completions` waits for its job before answering "retry with the same key". Default 300000 (5 min). */
   readonly chatMaxWaitMs: number;
+  /** Creates that send no Idempotency-Key (CONTRACT §12). Default `{ mode: "reject", windowMs: 600000 }`. */
+  readonly keyless: KeylessConfig;
   /** API token → owner (a name), or `{ owner, readOnly: true }` for a read-only token (reads and live updates only). */
   readonly apiKeys: Readonly<Record<string, ApiKeyGrant>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
   readonly routes: Readonly<Record<string, RouteConfig>>;
+  /**
+   * Upstream MCP servers whose tools `/mcp` offers as `<server>.<tool>`
+   * (CONTRACT §14, docs/mcp.md). Default: none.
+   */
+  readonly mcpServers: Readonly<Record<string, McpServerConfig>>;
   /** Route contracts, kept as opaque objects for the contracts module. */
   readonly contracts: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** The absolute path of the file that was read, or null. */
@@ -141,6 +151,27 @@ export interface EventFeedsConfig {
   readonly maxPerOwner: number;
   /** How often an owner's feeds re-read the event log for changes made by other processes (one read per owner, shared by its feeds). Default 2000 ms. */
   readonly pollMs: number;
+}
+
+/**
+ * Callers that send no Idempotency-Key (CONTRACT §12, README "Callers that
+ * cannot send a key").
+ *
+ * @example { "mode": "fingerprint", "windowMs": 600000 }
+ */
+export interface KeylessConfig {
+  /**
+   * `reject` (default): a create without the header is `400
+   * idempotency_key_missing`. `fingerprint`: the canonical fingerprint of
+   * (route, body) stands for the key: an undecided job with it is joined,
+   * one finished less than `windowMs` ago is replayed, and after that the
+   * same body creates a new job. Two intents with the same body cannot be
+   * told apart, which is why it is opt-in. `/mcp` uses `fingerprint`
+   * whatever this says (CONTRACT §14).
+   */
+  readonly mode: 'reject' | 'fingerprint';
+  /** How long a finished keyless job is replayed, in ms. Default 600000 (10 minutes). */
+  readonly windowMs: number;
 }
 
 /** Retention of finished jobs (CONTRACT §9, docs/retention.md). */
@@ -201,6 +232,11 @@ export const CONFIG_FILE_SCHEMA = {
         maxHeldAnswers: { type: 'integer', minimum: 0, maximum: 1_000_000 },
       },
     },
+    keyless: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { mode: { enum: ['reject', 'fingerprint'] }, windowMs: { type: 'integer', minimum: 1, maximum: 2_592_000_000 } },
+    },
     apiKeys: {
       type: 'object',
       propertyNames: { pattern: '^[!-~]+$' },
@@ -249,6 +285,8 @@ export const CONFIG_FILE_SCHEMA = {
       },
     },
     contracts: { type: 'object', additionalProperties: { type: 'object' } },
+    // Each server is checked by mcpServerConfigProblems (one line per problem, with its field).
+    mcpServers: { type: 'object', additionalProperties: { type: 'object' } },
   },
 } as const;
 
@@ -362,10 +400,12 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
     executor?: Partial<ExecutorConfig>;
+    keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
     contracts?: Record<string, Record<string, unknown>>;
+    mcpServers?: Record<string, Record<string, unknown>>;
   };
 
   const problems: string[] = [];
@@ -392,6 +432,24 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
       problems.push(...providerConfigProblems(name, provider).map((x) => `/${x.replace(/^providers\.([^.:]+)\.?/, 'providers/$1/').replace(/\/:/, ':')}`));
     }
     providers[name] = provider;
+  }
+
+  // MCP servers: checked first, then env: secrets resolved in their headers and env values.
+  const mcpServers: Record<string, McpServerConfig> = {};
+  for (const [name, m] of Object.entries(file.mcpServers ?? {})) {
+    const found = mcpServerConfigProblems(name, m);
+    if (found.length > 0) {
+      problems.push(...found.map((x) => `/${x.replace(/^mcpServers\.([^.:]+)\.?/, 'mcpServers/$1/').replace(/\/:/, ':')}`));
+      continue;
+    }
+    const resolved: Record<string, unknown> = { ...m };
+    for (const field of ['headers', 'env'] as const) {
+      const values = m[field] as Record<string, string> | undefined;
+      if (values === undefined) continue;
+      resolved[field] = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, secret(v, `/mcpServers/${name}/${field}/${k}`, env, requireSecrets, problems) ?? '']));
+    }
+    if (typeof m.url === 'string') resolved.url = secret(m.url, `/mcpServers/${name}/url`, env, requireSecrets, problems) ?? '';
+    mcpServers[name] = mcpServerConfigOf(resolved);
   }
 
   const contracts = { ...(file.contracts ?? {}) };
@@ -460,10 +518,12 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     metricsToken,
     eventFeeds: { maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
+    keyless: { mode: file.keyless?.mode ?? 'reject', windowMs: file.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys,
     providers,
     routes,
     contracts,
+    mcpServers,
     configPath,
   };
 }
@@ -486,10 +546,12 @@ export function defineConfig(partial: {
   chatMaxWaitMs?: number;
   retention?: Partial<RetentionConfig>;
   executor?: Partial<ExecutorConfig>;
+  keyless?: Partial<KeylessConfig>;
   apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
   contracts?: Record<string, Record<string, unknown>>;
+  mcpServers?: Record<string, ({ url: string; headers?: Record<string, string> } | { command: string[]; env?: Record<string, string>; cwd?: string }) & { timeoutMs?: number }>;
 }): OnejobConfig {
   const providers: Record<string, ProviderConfig> = {};
   for (const [name, p] of Object.entries(partial.providers ?? {})) {
@@ -515,10 +577,12 @@ export function defineConfig(partial: {
     metricsToken: partial.metricsToken ?? null,
     eventFeeds: { maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
+    keyless: { mode: partial.keyless?.mode ?? 'reject', windowMs: partial.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys: { ...(partial.apiKeys ?? {}) },
     providers,
     routes,
     contracts: { ...(partial.contracts ?? {}) },
+    mcpServers: Object.fromEntries(Object.entries(partial.mcpServers ?? {}).map(([name, m]) => [name, mcpServerConfigOf(m as Record<string, unknown>)])),
     configPath: null,
   };
 }

@@ -578,7 +578,7 @@ export class Executor {
           this.events.emit('attempt:stream_claim', attempt, { claimed });
           if (claimed) {
             log?.debug('job stream claimed');
-            writer = this.#o.streamHub.open(job.id, attempt.id);
+            writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number, log: this.#o.store });
             for (const e of early.splice(0)) writer.push(e);
             // Every other attempt of the job here stops: it can never win now.
             for (const other of this.#inFlight.values()) if (other !== f && other.job.id === job.id && other.job.ownerId === job.ownerId) this.#stopFlight(other, 'succeeded');
@@ -645,6 +645,10 @@ export class Executor {
         // What the stopped loser had cost by then, when the provider said (a stream's partial usage): CONTRACT §8.
         await this.#settle(f, { state: 'superseded', error, ...this.#partialUsage(attempt.provider, outcome) }, log);
         stream?.end({ ok: false, error });
+      } else if (outcome.kind === 'success' && outcome.result !== undefined) {
+        // A provider whose answer is not a completion (an MCP tool's result): the job's result exactly as given, no usage.
+        const r = await this.#settle(f, { state: 'succeeded', result: outcome.result, usage: null, costMicros: null }, log);
+        stream?.end(r?.won === true ? { ok: true, result: r.job.result } : { ok: false, error: { code: 'superseded', message: `attempt ${attempt.number} (${attempt.provider}) finished after the job was decided` } });
       } else if (outcome.kind === 'success') {
         // Usage is recorded whatever the end: won, superseded, or a contract violation (CONTRACT §8).
         const metered = meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider));

@@ -209,7 +209,19 @@ export const createJobHeaders = {
   properties: {
     'idempotency-key': {
       type: 'string',
-      description: 'Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job.',
+      description: 'Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job.',
+    },
+  },
+} as const;
+
+/** Headers of the streaming endpoints (`/v1/chat/completions`, `/v1/messages`): the create headers and `Last-Event-ID` (CONTRACT §13). */
+export const streamingJobHeaders = {
+  type: 'object',
+  properties: {
+    ...createJobHeaders.properties,
+    'last-event-id': {
+      type: 'string',
+      description: 'With `stream: true` on a duplicate (same key and body): only the events after this SSE id are sent, live or from the stored stream (CONTRACT §13).',
     },
   },
 } as const;

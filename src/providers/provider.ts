@@ -236,6 +236,13 @@ export type ProviderOutcome =
       readonly raw: unknown;
       /** The provider's request id header, when sent. */
       readonly providerRequestId?: string | undefined;
+      /**
+       * The job's result as the provider gives it, for a provider whose answer
+       * is not a chat completion (an MCP tool's `CallToolResult`, CONTRACT
+       * §14): stored exactly as given, without the completion's shape, the
+       * route contract's check or usage. Absent for chat providers.
+       */
+      readonly result?: unknown;
     }
   | {
       readonly kind: 'failure';

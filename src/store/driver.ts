@@ -90,6 +90,16 @@ export interface SettleWonParams {
   readonly now: Date | null;
 }
 
+/** Parameters of {@link DriverQueries.jobGetByKeylessFingerprint}. */
+export interface KeylessLookupParams {
+  readonly ownerId: string;
+  readonly fingerprint: string;
+  /** A finished job is replayed for this long after it finished. */
+  readonly windowMs: number;
+  /** Stands in for the database's clock (tests); null: the database's own. */
+  readonly now: Date | null;
+}
+
 /** Parameters of {@link DriverQueries.jobList}. */
 export interface JobListParams {
   readonly ownerId: string;
@@ -284,6 +294,22 @@ export interface DriverQueries {
   /** The job for (owner, idempotency key), or null. */
   jobGetByKey(ownerId: string, idempotencyKey: string): Promise<Job | null>;
   /**
+   * A keyless job (CONTRACT §12): `INSERT INTO jobs … keyless_fingerprint …
+   * ON CONFLICT DO NOTHING RETURNING *` (any uniqueness: the key, or the
+   * partial UNIQUE index of migration 0010 on (owner, keyless_fingerprint)
+   * over undecided jobs), state `queued` as {@link jobInsert}. Null when an
+   * undecided job of the owner already has this fingerprint. Never batched
+   * with keyed inserts (whose conflict target is the key alone).
+   */
+  jobInsertKeyless(row: JobInsertRow & { readonly keylessFingerprint: string }): Promise<Job | null>;
+  /**
+   * The owner's keyless job with this fingerprint that a keyless request
+   * joins or replays: the undecided one, else the newest finished less than
+   * `windowMs` ago by the database's clock (or `now`, its stand-in); null
+   * when there is none.
+   */
+  jobGetByKeylessFingerprint(params: KeylessLookupParams): Promise<Job | null>;
+  /**
    * The job, or null. With `forUpdate`, inside a transaction, the row is locked
    * until commit (PostgreSQL `FOR UPDATE`; SQLite's write transaction already
    * excludes other writers).
@@ -316,6 +342,18 @@ export interface DriverQueries {
   attemptMarkRunning(params: MarkRunningParams): Promise<boolean>;
   /** The attempt holding the job's stream (`stream_attempt_id`), or null. */
   jobStreamOwner(ownerId: string, id: string): Promise<string | null>;
+  /**
+   * Appends one batch of a job's stream (migration 0011, CONTRACT §13), in
+   * one statement; PostgreSQL also sends `NOTIFY onejob_stream '<job id>'`
+   * (delivered at commit). Fails (unique violation) if the batch exists.
+   */
+  streamBatchInsert(row: StreamBatchRow): Promise<void>;
+  /**
+   * A job's stored stream batches, by attempt number then `seq`: those of
+   * attempt `attemptNumber` (every attempt's when null) whose last event is
+   * after `afterSeq`.
+   */
+  streamBatchList(ownerId: string, jobId: string, attemptNumber: number | null, afterSeq: number): Promise<StreamBatchRow[]>;
   /**
    * Jobs in state `queued`, oldest first, locked for this transaction
    * (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent executors take
@@ -472,8 +510,30 @@ export interface Driver {
    * rely on their periodic re-check.
    */
   onJobNotification(listener: (ownerId: string, jobId: string, state: JobState) => void): Promise<(() => Promise<void>) | null>;
+  /**
+   * Calls `listener` with the job id of every stream batch appended by
+   * another process (PostgreSQL: `onejob_stream`; those of this driver's own
+   * connections are left out, the store announces its own). Null where the
+   * engine has no cross-process signal (SQLite): readers then poll.
+   */
+  onStreamNotification(listener: (jobId: string) => void): Promise<(() => Promise<void>) | null>;
   /** Closes every connection. */
   close(): Promise<void>;
+}
+
+/**
+ * One batch of a job's stream as stored (migration 0011): the events of
+ * attempt `attemptNumber`'s stream numbered `seq - n + 1` … `seq`, n the
+ * length of `events` (a JSON array, opaque to the drivers).
+ */
+export interface StreamBatchRow {
+  readonly ownerId: string;
+  readonly jobId: string;
+  readonly attemptNumber: number;
+  /** The number of the batch's last event within the attempt's stream (from 1). */
+  readonly seq: number;
+  /** The batch's events, a JSON array. */
+  readonly events: string;
 }
 
 /** Re-exported for drivers. */

@@ -9,14 +9,39 @@
 import type { EligibilityCheck, RetryRequest } from '../core/job-rules.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError } from '../core/types.ts';
-import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult } from './driver.ts';
+import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult, StreamBatchRow } from './driver.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { Insights, RecordLateUsageParams } from './insights.ts';
+import type { keylessIdempotencyKey } from '../core/fingerprint.ts';
 
-/** Parameters of {@link Store.createJob}. */
-export interface CreateJobParams {
+/**
+ * Parameters of {@link Store.createJob}: an idempotency key, or `keyless`
+ * (the request sent none, CONTRACT §12).
+ */
+export type CreateJobParams = CreateJobCommonParams & (
+  | { readonly idempotencyKey: string; readonly keyless?: undefined }
+  | {
+      readonly idempotencyKey?: undefined;
+      /**
+       * Keyless creation (CONTRACT §12, `keyless.mode: "fingerprint"`; every
+       * keyless `/mcp` tool call, §14): the request's fingerprint stands for
+       * the key. While a job of the owner with this fingerprint is
+       * undecided, the request joins it (the database allows one such job
+       * per (owner, fingerprint): a partial UNIQUE index); for `windowMs`
+       * after it finished, the request replays it; after that it creates a
+       * new job, whose key the store makes ({@link keylessIdempotencyKey}:
+       * unique, so UNIQUE(owner, key) holds). The answer's
+       * `job.idempotencyKey` is the key used. A keyless create takes the
+       * general path: `firstAttempt` is ignored (the job is queued and
+       * claimed by an executor).
+       */
+      readonly keyless: { readonly windowMs: number };
+    }
+);
+
+/** What every {@link CreateJobParams} has. */
+export interface CreateJobCommonParams {
   readonly ownerId: string;
-  readonly idempotencyKey: string;
   readonly route: string;
   readonly input: unknown;
   readonly metadata?: Record<string, unknown> | null | undefined;
@@ -379,6 +404,20 @@ export interface Store {
    * unsubscribe function.
    */
   onJobChanged(listener: JobChangeListener): () => void;
+  /**
+   * Appends one batch of a job's stream (CONTRACT §13, migration 0011) and
+   * announces it: to this store's {@link onStreamAppended} listeners at once,
+   * to other processes' through the database where it can (PostgreSQL).
+   */
+  appendStreamBatch(row: StreamBatchRow): Promise<void>;
+  /** A job's stored stream batches (see `DriverQueries.streamBatchList`). */
+  readStreamBatches(ownerId: string, jobId: string, attemptNumber: number | null, afterSeq: number): Promise<StreamBatchRow[]>;
+  /**
+   * Calls `listener` with the job id of every stream batch appended through
+   * this store or, on PostgreSQL, by another process. Returns an unsubscribe
+   * function. Notifications can be missed (a reconnect): readers re-read too.
+   */
+  onStreamAppended(listener: (jobId: string) => void): () => void;
   close(): Promise<void>;
 
   /** Records a verify verdict for (provider, model, contract fingerprint); the latest one replaces earlier ones. */

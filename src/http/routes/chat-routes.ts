@@ -10,14 +10,14 @@
  * OpenAI-style `error` member, so the OpenAI SDKs surface onejob's `code`.
  */
 import type { FastifyInstance } from 'fastify';
-import { bearerSecurity, chatCompletionBody, createJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
+import { bearerSecurity, chatCompletionBody, streamingJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
 import { gatewayBodyLimit } from '../body-limits.ts';
 import { chatCompletionOf } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
-import { streamJobResponse } from '../job-stream.ts';
-import { idempotencyKeyOf } from './job-routes.ts';
+import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
+import { creationKeyOf, IDEMPOTENCY_KEY_HEADER } from './job-routes.ts';
 
 /** Options of the chat completions endpoint. */
 export interface ChatRoutesOptions {
@@ -61,9 +61,10 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
         'definitely. 409 `job_finished`: the job was cancelled. 409 `attempt_in_flight` (with `Retry-After`): still running when the',
         'server-side wait ended; retry with the same key. Job-bound answers carry `Onejob-Job-Id`. With `stream: true`: the same answers while',
         'nothing was sent, then `200 text/event-stream` (`chat.completion.chunk` events, `data: [DONE]`; a break ends with `event: error`).',
+        'Every event has an SSE `id:`; a duplicate with `Last-Event-ID` receives only the events after it (CONTRACT §13).',
       ].join(' '),
       security: bearerSecurity,
-      headers: createJobHeaders,
+      headers: streamingJobHeaders,
       body: chatCompletionBody,
       response: {
         200: { description: 'The completion, in OpenAI `chat.completion` shape.', $ref: 'ChatCompletion#' },
@@ -71,11 +72,12 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
       },
     },
     // The key is checked right after authentication, before the body is read (as for POST /v1/jobs).
-    onRequest: async (request) => {
-      idempotencyKeyOf(request);
+    onRequest: async (request, reply) => {
+      const key = creationKeyOf(request, ctx.config.keyless);
+      if (key.idempotencyKey !== undefined) reply.header(IDEMPOTENCY_KEY_HEADER, key.idempotencyKey);
     },
     handler: async (request, reply) => {
-      const idempotencyKey = idempotencyKeyOf(request);
+      const key = creationKeyOf(request, ctx.config.keyless);
       const body = request.body;
       const streaming = body.stream === true;
       if (body.n !== undefined && body.n !== 1) {
@@ -85,7 +87,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
       // A streaming job keeps `stream: true` in its input: the executor streams from the provider (CONTRACT §7).
       const input = streaming ? { ...rest, stream: true } : rest;
       // The whole body is fingerprinted: a replay must repeat it exactly (canonically), model and stream included.
-      const created = await createChatJob(ctx, request, reply, { endpoint: 'chat.completions', model: body.model, input, body, idempotencyKey });
+      const created = await createChatJob(ctx, request, reply, { endpoint: 'chat.completions', model: body.model, input, body, ...key });
       if (streaming) {
         const route = created.job.route;
         const contract = config.routes[route]?.contract ?? null;
@@ -96,6 +98,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
           includeUsage: streamOptions?.include_usage === true,
           buffered: outputSchema !== undefined && outputSchema !== null,
           maxWaitMs, keepAliveMs: options.keepAliveMs, hub: options.streamHub ?? defaultStreamHub, start: created.start,
+          cursor: created.replayed === 'true' ? lastEventIdCursor(request) : null,
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: created.replayed });

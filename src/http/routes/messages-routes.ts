@@ -14,13 +14,13 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { chatResultToMessagesResponse, messagesRequestToChatInput } from '../../protocols/anthropic-messages.ts';
-import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
+import { bearerSecurity, streamingJobHeaders, errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
 import { gatewayBodyLimit } from '../body-limits.ts';
-import { streamJobResponse } from '../job-stream.ts';
+import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { DEFAULT_CHAT_RETRY_AFTER_MS, type ChatRoutesOptions } from './chat-routes.ts';
-import { idempotencyKeyOf } from './job-routes.ts';
+import { creationKeyOf, IDEMPOTENCY_KEY_HEADER } from './job-routes.ts';
 
 /** The path of the endpoint (`x-api-key` is accepted as the credential here, CONTRACT §3). */
 export const MESSAGES_PATH = '/v1/messages';
@@ -110,15 +110,16 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
         '`{"type":"error","error":{"type","message"},"code"}` with the same status and `code`. Streaming is not yet supported here.',
       ].join(' '),
       security: bearerSecurity,
-      headers: createJobHeaders,
+      headers: streamingJobHeaders,
       body: messagesBody,
       response: {
         200: { description: 'The message, in Anthropic `message` shape.', type: 'object', additionalProperties: true },
         ...errorResponses,
       },
     },
-    onRequest: async (request) => {
-      idempotencyKeyOf(request);
+    onRequest: async (request, reply) => {
+      const key = creationKeyOf(request, ctx.config.keyless);
+      if (key.idempotencyKey !== undefined) reply.header(IDEMPOTENCY_KEY_HEADER, key.idempotencyKey);
     },
     // Anthropic's SDKs read `{type: "error", error: {type, message}}`: every problem of this route in that shape.
     onSend: async (_request, reply, payload) => {
@@ -133,19 +134,21 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
       }
     },
     handler: async (request, reply) => {
-      const idempotencyKey = idempotencyKeyOf(request);
+      const key = creationKeyOf(request, ctx.config.keyless);
       const body = request.body;
       const translated = messagesRequestToChatInput(body);
       if (!translated.ok) throw memberRejection(translated.member, translated.message);
       // A streaming job keeps `stream: true` in its input: the executor streams from the provider (CONTRACT §7).
       const input = translated.stream ? { ...(translated.input as Record<string, unknown>), stream: true } : translated.input;
-      const job = await createChatJob(ctx, request, reply, { endpoint: 'messages', model: translated.model, input, body, idempotencyKey });
+      const job = await createChatJob(ctx, request, reply, { endpoint: 'messages', model: translated.model, input, body, ...key });
       if (translated.stream) {
         const contract = ctx.config.routes[job.job.route]?.contract ?? null;
         const outputSchema = contract === null ? undefined : (ctx.config.contracts[contract] as { outputSchema?: unknown } | undefined)?.outputSchema;
         const r = await streamJobResponse({
           ctx, request, reply, job: job.job, encoder: 'messages', model: translated.model, id: messageId(job.job.id),
           buffered: outputSchema !== undefined && outputSchema !== null, maxWaitMs, start: job.start,
+          keepAliveMs: options.keepAliveMs, hub: options.streamHub,
+          cursor: job.replayed === 'true' ? lastEventIdCursor(request) : null,
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: job.replayed });
