@@ -425,21 +425,30 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
     it('claims unclaimed starting attempts oldest first, each with its own token, without overlap between claimers', async () => {
       // Settle anything earlier tests left claimable, so this test sees only its own rows.
       await driver.queries.attemptClaim({ leaseOwner: 'exe_sweep', leaseExpiresAt: at(1), limit: 1_000, now: new Date(8.64e15) });
-      const j = jobRow();
-      await driver.queries.jobInsert(j);
-      const rows = Array.from({ length: 40 }, (_, i) => attemptRow(j.id, { number: i + 1, startedAt: at(i) }));
-      for (const r of rows) await driver.queries.attemptInsert(r);
-      const claims = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => driver.queries.attemptClaim({ leaseOwner: `exe_${i}`, leaseExpiresAt: at(60_000), limit: 5, now: at(60_000) })),
-      );
+      // 40 jobs with one unclaimed attempt each (a claim locks an attempt's job first: one claimer per job at a time).
+      for (let i = 0; i < 40; i++) {
+        const j = jobRow();
+        await driver.queries.jobInsert(j);
+        await driver.queries.attemptInsert(attemptRow(j.id, { number: 1, startedAt: at(i) }));
+      }
+      // Concurrent claimers, in rounds until nothing is left (a claimer finding its candidates' jobs locked takes fewer).
+      const claims: Awaited<ReturnType<typeof driver.queries.attemptClaim>>[] = Array.from({ length: 8 }, () => []);
+      for (let round = 0; round < 40 && claims.flat().length < 40; round++) {
+        const got = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => driver.queries.attemptClaim({ leaseOwner: `exe_${i}`, leaseExpiresAt: at(60_000), limit: 5, now: at(60_000) })),
+        );
+        for (const [i, batch] of got.entries()) {
+          const times = batch.map((a) => a.startedAt.getTime());
+          expect(times).toEqual([...times].sort((x, y) => x - y));
+          claims[i]!.push(...batch);
+        }
+      }
       const all = claims.flat();
       expect(all).toHaveLength(40);
       expect(new Set(all.map((a) => a.id)).size).toBe(40);
       expect(new Set(all.map((a) => a.leaseToken)).size).toBe(40);
       for (const [i, batch] of claims.entries()) {
         expect(batch.every((a) => a.leaseOwner === `exe_${i}` && a.leaseToken?.startsWith('lease_') && a.leaseExpiresAt?.getTime() === at(60_000).getTime())).toBe(true);
-        const times = batch.map((a) => a.startedAt.getTime());
-        expect(times).toEqual([...times].sort((x, y) => x - y));
       }
       expect(await driver.queries.attemptClaim({ leaseOwner: 'exe_9', leaseExpiresAt: at(60_000), limit: 5, now: at(60_000) })).toEqual([]);
     });

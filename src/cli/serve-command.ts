@@ -50,6 +50,7 @@ export function instrumentExecutor(executor: Executor, metrics: Metrics): void {
     if (r.state === 'superseded') metrics.racesLost.inc();
   });
   executor.events.on('attempt:finished', (a, r) => metrics.providerLatency.observe({ provider: a.provider, outcome: r.outcome }, r.latencyMs / 1000));
+  metrics.answersHeldSources.add(() => executor.answersHeld);
 }
 
 /** Installs SIGTERM/SIGINT handlers that run `stop` once (a second signal exits at once). */

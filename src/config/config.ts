@@ -98,6 +98,8 @@ export interface OnejobConfig {
   readonly hostConfigured: boolean;
   /** Retention of finished jobs (CONTRACT §9). */
   readonly retention: RetentionConfig;
+  /** How executors keep answers through a database outage (docs/failure-modes.md). */
+  readonly executor: ExecutorConfig;
   /** Largest accepted request body (`POST /v1/jobs` and every route but the gateway's). Default 1 MiB. */
   readonly bodyLimitBytes: number;
   /** Largest accepted body on the gateway endpoints (`/v1/chat/completions`, `/v1/messages`, `/v1/responses`). Default 32 MiB. */
@@ -134,6 +136,14 @@ export interface OnejobConfig {
  * as the dashboard of an on-call viewer needs.
  */
 export type ApiKeyGrant = string | { readonly owner: string; readonly readOnly?: boolean };
+
+/** How executors keep answers through a database outage (docs/failure-modes.md). */
+export interface ExecutorConfig {
+  /** How long an answer in hand is held while the database is unreachable before it is given up. Default 600000 (10 min). */
+  readonly answerHoldMs: number;
+  /** Most answers held in memory at once per executor. Default 10000. */
+  readonly maxHeldAnswers: number;
+}
 
 /** The owners' live feeds, `GET /v1/events` (docs/dashboard.md). */
 export interface EventFeedsConfig {
@@ -213,6 +223,14 @@ export const CONFIG_FILE_SCHEMA = {
       type: 'object',
       additionalProperties: false,
       properties: { finishedJobsDays: { type: 'number', exclusiveMinimum: 0, maximum: 36_500 } },
+    },
+    executor: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        answerHoldMs: { type: 'integer', minimum: 0, maximum: 86_400_000 },
+        maxHeldAnswers: { type: 'integer', minimum: 0, maximum: 1_000_000 },
+      },
     },
     keyless: {
       type: 'object',
@@ -381,6 +399,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     eventFeeds?: { maxPerOwner?: number; pollMs?: number };
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
+    executor?: Partial<ExecutorConfig>;
     keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
@@ -492,6 +511,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     host: host ?? DEFAULT_HOST,
     hostConfigured: host !== undefined,
     retention: { finishedJobsDays: file.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
+    executor: executorConfig(file.executor),
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     gatewayBodyLimitBytes: file.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
     endpointBodyLimitBytes: { ...(file.endpointBodyLimitBytes ?? {}) },
@@ -525,6 +545,7 @@ export function defineConfig(partial: {
   eventFeeds?: Partial<EventFeedsConfig>;
   chatMaxWaitMs?: number;
   retention?: Partial<RetentionConfig>;
+  executor?: Partial<ExecutorConfig>;
   keyless?: Partial<KeylessConfig>;
   apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
@@ -549,6 +570,7 @@ export function defineConfig(partial: {
     host: partial.host ?? DEFAULT_HOST,
     hostConfigured: partial.host !== undefined,
     retention: { finishedJobsDays: partial.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
+    executor: executorConfig(partial.executor),
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     gatewayBodyLimitBytes: partial.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
     endpointBodyLimitBytes: { ...(partial.endpointBodyLimitBytes ?? {}) },
@@ -563,4 +585,9 @@ export function defineConfig(partial: {
     mcpServers: Object.fromEntries(Object.entries(partial.mcpServers ?? {}).map(([name, m]) => [name, mcpServerConfigOf(m as Record<string, unknown>)])),
     configPath: null,
   };
+}
+
+/** The executor settings with their defaults (an answer held 10 minutes at most, 10 000 at once). */
+function executorConfig(e: Partial<ExecutorConfig> | undefined): ExecutorConfig {
+  return { answerHoldMs: e?.answerHoldMs ?? 600_000, maxHeldAnswers: e?.maxHeldAnswers ?? 10_000 };
 }

@@ -7,11 +7,14 @@
  * - **Leases and fencing.** Work is claimed with a lease; every write presents
  *   the lease token and applies only while the lease is unexpired, so an
  *   executor paused past its lease cannot change a job it no longer owns. One
- *   heartbeat per executor extends the leases of everything in flight; a token
- *   missing from the answer means the lease was lost: the attempt is
- *   abandoned without another write.
+ *   heartbeat per executor extends the leases of everything in flight; for a
+ *   token missing from the answer the store is asked why (`leaseStatus`): a
+ *   lease another executor holds is lost (the attempt is abandoned without
+ *   another write); one that merely ran out still records the answer by its
+ *   token; a decided attempt is stopped.
  * - **Timeouts are unknown, named for what they bound** (CONTRACT §11). At
- *   the provider's `timeoutMs` without an answer the attempt becomes
+ *   the provider's `timeoutMs` without an answer, counted from the request's
+ *   dispatch (a connect is not the provider's silence), the attempt becomes
  *   `unknown` (`deadline_exceeded`; the job blocks) but the request is not
  *   aborted: the executor keeps listening for `lateAnswerGraceMs`, and a late
  *   answer goes through the same compare-and-swap (it may still win, or be
@@ -31,9 +34,11 @@
  * - **A write that fails is tried again.** Recording an answer (settle) or a
  *   doubt (unknown) that fails transiently (connection lost, server
  *   restarting, deadlock, `SQLITE_BUSY`, a timeout: `store/transient-errors.ts`)
- *   is retried with jittered backoff for as long as the lease may still be
- *   held; only a fenced-out write (`lease_lost`, `attempt_finished`) or a
- *   lease surely gone gives up. A lease is released only after `unknown` was
+ *   is retried with jittered backoff: a doubt for as long as the lease may
+ *   still be held, an answer for up to `answerHoldMs` (it applies by its
+ *   lease's token after the lease ran out); only a fenced-out write
+ *   (`lease_lost`, `attempt_finished`: then re-read, it may be our own
+ *   earlier try) or the end of that time gives up. A lease is released only after `unknown` was
  *   recorded: no attempt is left `running` without an owner.
  * - **Losers stop billing.** Once a job is decided (won, cancelled), its
  *   other attempts in flight here are aborted at the provider (the HTTP
@@ -63,7 +68,7 @@ import type { Attempt, Job, RecordedError } from '../core/types.ts';
 import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, isOutputDelta, providerErrorLogFields, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderError, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
 import { retryHereAfter } from '../providers/classify-outcome.ts';
 import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
-import type { ClaimedAttempt, SettleAttemptResult, Store } from '../store/store.ts';
+import type { ClaimedAttempt, LeaseRequest, SettleAttemptResult, Store } from '../store/store.ts';
 import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
 import { withAttemptSpan } from '../tracing/tracing.ts';
@@ -86,6 +91,14 @@ export type OutputCheck = (
 
 /** Without a contract the content is the provider's text. */
 export const acceptText: OutputCheck = (_route, _input, completion) => ({ ok: true, value: completion.content });
+
+/**
+ * How long after its deadline an attempt whose provider never reported the
+ * dispatch is given before the deadline is armed anyway: the HTTP providers'
+ * default connect timeout (`http-exchange.ts`), after which a connect has
+ * surely failed or succeeded.
+ */
+const PRE_DISPATCH_BOUND_MS = 10_000;
 
 /** Options of {@link Executor}. */
 export interface ExecutorOptions {
@@ -111,6 +124,15 @@ export interface ExecutorOptions {
   /** First pause before a failed write is tried again (doubling, jittered, at most 2 s). Default 50 ms. */
   readonly writeRetryBaseMs?: number;
   /**
+   * How long an answer in hand is held while the database is unreachable,
+   * tried again until it is written (its lease's token still fences it after
+   * the lease ran out). Past this the answer is given up (the attempt stays
+   * in doubt for a person or a lookup). Default 600 000 ms (10 minutes).
+   */
+  readonly answerHoldMs?: number;
+  /** Most answers held at once (each is one attempt's outcome in memory); one more is given up. Default 10 000. */
+  readonly maxHeldAnswers?: number;
+  /**
    * How long after dispatch `running` is recorded, unless the answer came
    * first (then the attempt goes from `starting` straight to its outcome, one
    * commit fewer). Routes with a hedge mark at once. Default 50 ms.
@@ -135,6 +157,21 @@ export interface ExecutorOptions {
 }
 
 /**
+ * A lease for a new job's first attempt, with room reserved for it on the
+ * executor: hand it to `Store.createJob`, then either {@link Executor.adopt}
+ * the claimed attempt or give the lease back with `unused` (a replay, a
+ * queued job, a refused create) or `lost` (the create's answer was lost: the
+ * attempt may exist, leased here and never sent; the executor releases it).
+ */
+export interface NewWorkLease extends LeaseRequest {
+  readonly eligible: EligibilityCheck;
+  readonly attemptId: string;
+  readonly leaseToken: string;
+  unused(): void;
+  lost(ownerId: string): void;
+}
+
+/**
  * Typed, namespaced events (graphile-worker style). Tests await them to order
  * events without sleeping; metrics subscribe to them.
  */
@@ -146,7 +183,14 @@ export interface ExecutorEvents {
   'attempt:lease_lost': [Attempt];
   /** A write of the attempt failed transiently and will be tried again after `delayMs`. */
   'attempt:write_retry': [Attempt, { write: 'settle' | 'unknown'; attempt: number; delayMs: number; error: unknown }];
-  /** The database stayed unreachable until the lease was surely gone: the write was given up (the rescuer takes over). */
+  /**
+   * The attempt's job is gone (retention deleted it while the attempt was in doubt): its answer's usage has no
+   * row to go to and is reported here instead (CONTRACT §8 "whatever the end"; `/metrics` counts it).
+   */
+  'attempt:usage_unrecorded': [Attempt, { usage: MeteredUsage['usage']; costMicros: number | null }];
+  /** An answer in hand could not be written (the database is unreachable): it is held and tried again, up to `answerHoldMs`. */
+  'attempt:answer_held': [Attempt];
+  /** The database stayed unreachable until the lease was surely gone (a doubt) or past `answerHoldMs` (an answer): the write was given up. */
   'attempt:write_abandoned': [Attempt, { write: 'settle' | 'unknown'; error: unknown }];
   'attempt:finished': [Attempt, { outcome: ProviderOutcome['kind'] | 'abandoned'; latencyMs: number }];
   'hedge:started': [Attempt];
@@ -161,6 +205,12 @@ interface InFlight {
   readonly abort: AbortController;
   /** True once the lease is gone: no more writes. */
   leaseLost: boolean;
+  /**
+   * The lease ran out (or the rescuer released it) but its token still names
+   * the attempt: no more renewals, and the answer, when it comes, is still
+   * recorded (fenced by the token).
+   */
+  leaseExpired: boolean;
   cancelled: boolean;
   /** Another attempt decided the job: this one is stopped and recorded `superseded`. */
   superseded: boolean;
@@ -189,6 +239,10 @@ export class Executor {
   readonly #inFlight = new Map<string, InFlight>();
   #running = false;
   #wakePending = false;
+  /** Answers held in memory while the database is unreachable (see {@link answersHeld}). */
+  #held = 0;
+  /** Room reserved by {@link leaseForNewWork} for first attempts being created (by attempt id). */
+  readonly #reserved = new Set<string>();
   /** The last claim was limited by room (or found none): work may be waiting for a finished attempt's slot. */
   #starved = false;
   #loop: Promise<void> | null = null;
@@ -211,6 +265,8 @@ export class Executor {
       concurrency: options.concurrency ?? 64,
       lateAnswerGraceMs: options.lateAnswerGraceMs ?? 60_000,
       writeRetryBaseMs: options.writeRetryBaseMs ?? 50,
+      answerHoldMs: options.answerHoldMs ?? 600_000,
+      maxHeldAnswers: options.maxHeldAnswers ?? 10_000,
       runningMarkDelayMs: options.runningMarkDelayMs ?? 50,
       eligible: options.eligible ?? (() => everyProviderEligible),
       checkOutput: options.checkOutput ?? acceptText,
@@ -225,6 +281,11 @@ export class Executor {
   /** Attempts this executor is running now. */
   get inFlight(): number {
     return this.#inFlight.size;
+  }
+
+  /** Answers in hand not yet written because the database is unreachable (the `onejob_answers_held` gauge). */
+  get answersHeld(): number {
+    return this.#held;
   }
 
   /** Starts claiming work. */
@@ -276,9 +337,48 @@ export class Executor {
    * once (the fast path, `Store.createJob`'s `firstAttempt`): while this
    * executor runs and has room; else null (the job is queued and claimed).
    */
-  leaseForNewWork(route: string): { leaseOwner: string; leaseMs: number; eligible: EligibilityCheck } | null {
-    if (!this.#running || this.#inFlight.size >= this.#o.concurrency) return null;
-    return { leaseOwner: this.id, leaseMs: this.#o.leaseMs, eligible: this.#o.eligible(route) };
+  leaseForNewWork(route: string): NewWorkLease | null {
+    // Room is reserved now, before the lease is written: a burst of creates never runs more than `concurrency` at once.
+    if (!this.#running || this.#inFlight.size + this.#reserved.size >= this.#o.concurrency) return null;
+    const attemptId = newId('att');
+    const leaseToken = newId('lease');
+    this.#reserved.add(attemptId);
+    return {
+      leaseOwner: this.id, leaseMs: this.#o.leaseMs, eligible: this.#o.eligible(route), attemptId, leaseToken,
+      unused: () => {
+        if (this.#reserved.delete(attemptId) && this.#starved) this.wake();
+      },
+      lost: (ownerId) => {
+        if (this.#reserved.delete(attemptId) && this.#starved) this.wake();
+        void this.#releaseUnsent(ownerId, attemptId, leaseToken);
+      },
+    };
+  }
+
+  /**
+   * A create whose answer was lost may have written its first attempt,
+   * leased here and surely never sent: hand the lease back (the attempt is
+   * claimable again, `starting`) so it runs instead of ending `unknown` when
+   * the lease expires. Tried while the database fails, for as long as the
+   * lease may hold; a few more looks when the attempt is not there (yet).
+   */
+  async #releaseUnsent(ownerId: string, attemptId: string, leaseToken: string): Promise<void> {
+    const until = performance.now() + this.#o.leaseMs;
+    let absent = 0;
+    for (let tries = 1; performance.now() < until; tries++) {
+      try {
+        if (await this.#o.store.releaseLease({ ownerId, attemptId, leaseOwner: this.id, leaseToken })) {
+          this.#o.logger?.info({ attempt_id: attemptId, tries }, 'the lease of a first attempt whose create went unanswered was handed back: it will be claimed and run');
+          await this.#o.store.notifyWork().catch(() => undefined);
+          this.wake();
+          return;
+        }
+        if (++absent >= 3) return;
+      } catch (e) {
+        if (!isTransientDatabaseError(e)) return void this.events.emit('error', e);
+      }
+      await new Promise((r) => setTimeout(r, Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(tries, 10))));
+    }
   }
 
   /**
@@ -288,6 +388,7 @@ export class Executor {
    */
   adopt(claimed: ClaimedAttempt, leasedAt: number): void {
     const { attempt } = claimed;
+    this.#reserved.delete(attempt.id);
     if (attempt.leaseOwner !== this.id) throw new Error(`attempt ${attempt.id} is leased to ${attempt.leaseOwner}, not to executor ${this.id}`);
     if (!this.#running) {
       // Stopped meanwhile: hand it back unsent (still `starting`) for another executor to claim.
@@ -310,7 +411,7 @@ export class Executor {
   async #claimLoop(): Promise<void> {
     while (this.#running) {
       this.#wakePending = false;
-      const room = this.#o.concurrency - this.#inFlight.size;
+      const room = this.#o.concurrency - this.#inFlight.size - this.#reserved.size;
       let claimed: ClaimedAttempt[] = [];
       const sentAt = performance.now();
       if (room > 0) {
@@ -340,7 +441,7 @@ export class Executor {
     let resolveDone!: () => void;
     const done = new Promise<void>((r) => (resolveDone = r));
     const f: InFlight = {
-      attempt: c.attempt, job: c.job, abort, leaseLost: false, cancelled: false, superseded: false,
+      attempt: c.attempt, job: c.job, abort, leaseLost: false, leaseExpired: false, cancelled: false, superseded: false,
       leaseSureUntil: leasedAt + this.#o.leaseMs, done,
     };
     this.#inFlight.set(c.attempt.id, f);
@@ -392,8 +493,9 @@ export class Executor {
       runningWrite = runningWrite
         // A stream whose first output already came has no deadline any more (its idle bound applies).
         .then(() => this.#o.store.markRunning({ ...fence, timeoutMs: firstOutput ? null : provider.timeoutMs }))
-        .then((ok) => {
-          if (!ok) return this.#loseLease(f, log);
+        .then(async (ok) => {
+          // Not applied: ask which guard failed before giving anything up (STYLE §23).
+          if (!ok) return this.#guardFailed(f, 'running', log);
           this.events.emit('attempt:dispatched', attempt);
           if (hedgeAfterMs !== null && !inDoubt && !answered && !firstOutput) {
             hedgeTimer = setTimeout(() => void this.#hedge(f, hedgeAfterMs, log), hedgeAfterMs);
@@ -406,6 +508,8 @@ export class Executor {
     // A route that hedges marks at once: a hedge needs a running attempt to stand beside.
     const onDispatched = () => {
       dispatched = true;
+      // The deadline counts from here: a slow connect is not the provider's silence.
+      armDeadline();
       if (hedgeAfterMs !== null || this.#o.runningMarkDelayMs === 0) markRunning();
       else {
         markPending = true;
@@ -413,10 +517,13 @@ export class Executor {
       }
     };
     // Step: the deadline (to the answer; for a stream, to its first output) makes the attempt unknown;
-    // a non-streamed request keeps listening for a late answer.
+    // a non-streamed request keeps listening for a late answer. It is armed when the request has been written
+    // (`onDispatched`): before that nothing was sent, and a connect that fails is a definite failure
+    // (`provider_unreachable`, bounded by the provider's connect timeout), never a doubt.
     /** Why the attempt went into doubt here (the deadline, a stalled stream), once it did. */
     let doubt = null as RecordedError | null;
-    const deadline = setTimeout(() => {
+    let deadline: NodeJS.Timeout | undefined;
+    const onDeadline = (): void => {
       inDoubt = true;
       const reason: RecordedError = (doubt = streaming
         ? { code: 'deadline_exceeded', message: `no output from ${attempt.provider} within ${provider.timeoutMs} ms`, details: { timeout_ms: provider.timeoutMs } }
@@ -430,7 +537,12 @@ export class Executor {
       }
       const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
       f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
-    }, provider.timeoutMs);
+    };
+    function armDeadline(): void {
+      if (deadline === undefined && !answered) deadline = setTimeout(onDeadline, provider!.timeoutMs);
+    }
+    // A provider that never reports its dispatch still has a deadline: once a connect would surely have ended.
+    const backstop = setTimeout(() => dispatched || armDeadline(), provider.timeoutMs + PRE_DISPATCH_BOUND_MS);
     // After a stream's first output its deadline is gone: only a silence longer than `idleTimeoutMs` between events ends it
     // (unknown, `stream_stalled`); a stream that keeps sending is never cut.
     const idleTimeoutMs = provider.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS;
@@ -499,6 +611,7 @@ export class Executor {
     try {
       clearTimeout(runningTimer);
       clearTimeout(deadline);
+      clearTimeout(backstop);
       clearTimeout(idleTimer);
       clearTimeout(hedgeTimer);
       await runningWrite;
@@ -509,6 +622,9 @@ export class Executor {
 
       // Step: classify and record.
       if (f.leaseLost) {
+        // Another lease holds the attempt: its payload is not ours to record, what it cost still is (CONTRACT §8).
+        const metered = outcome.kind === 'success' ? meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider)) : this.#partialUsage(attempt.provider, outcome);
+        await this.#keepUsage(f, { state: 'failed', error: { code: 'lease_lost', message: 'lease lost' }, ...metered });
         this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
         return;
       }
@@ -598,19 +714,65 @@ export class Executor {
       this.events.emit('attempt:settled', r.attempt, { state: r.attempt.state, won: r.won, error: r.attempt.error ?? undefined });
       return r;
     } catch (e) {
+      if (isOnejobError(e, 'attempt_not_found') || isOnejobError(e, 'job_not_found')) {
+        log?.warn({ usage: 'usage' in outcome ? outcome.usage ?? null : null }, 'the attempt is gone (its job was deleted): its answer has nowhere to go');
+        this.#reportUnrecorded(f, outcome);
+        return null;
+      }
       if (isOnejobError(e, 'lease_lost')) {
         await this.#keepUsage(f, outcome);
         return (this.#loseLease(f, log), null);
       }
       if (isOnejobError(e, 'attempt_finished')) {
         // Resolved from outside (an explicit resolve) while we waited, or, after a retry, our own
-        // earlier try committed although its answer was lost with the connection.
-        log?.warn({ err: e.message, tries }, tries > 1 ? 'attempt already settled (perhaps by an earlier try whose answer was lost)' : 'attempt already settled elsewhere; answer dropped');
+        // earlier try committed although its answer was lost with the connection: read what is there and tell the truth.
+        const ours = tries > 1 ? await this.#ownEarlierSettle(f, outcome).catch(() => null) : null;
+        if (ours) {
+          log?.info({ state: ours.attempt.state, won: ours.won, tries }, 'attempt settled by an earlier try whose answer was lost');
+          this.events.emit('attempt:settled', ours.attempt, { state: ours.attempt.state, won: ours.won, error: ours.attempt.error ?? undefined });
+          return ours;
+        }
+        log?.warn({ err: e.message, tries }, 'attempt already settled elsewhere; answer dropped');
         await this.#keepUsage(f, outcome);
         return null;
       }
       throw e;
     }
+  }
+
+  /**
+   * After a retried settle found the attempt finished: the result of our own
+   * earlier try, when that is what committed (the attempt ended as we wrote
+   * it, a success winning the job with our result), else null.
+   */
+  async #ownEarlierSettle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): Promise<SettleAttemptResult | null> {
+    const job = await this.#o.store.getJob(f.attempt.ownerId, f.attempt.jobId);
+    const attempt = job?.attempts.find((a) => a.id === f.attempt.id);
+    if (!job || !attempt) return null;
+    const won = job.completedBy === attempt.id;
+    if (outcome.state === 'succeeded') {
+      // Won, or lost the race on that earlier try (superseded with our usage).
+      const ourUsage = outcome.usage === undefined || outcome.usage === null || attempt.usage?.totalTokens === outcome.usage.totalTokens;
+      if ((attempt.state === 'succeeded' && won) || (attempt.state === 'superseded' && ourUsage && attempt.error?.code === 'superseded')) {
+        return { attempt, job, won, failover: null };
+      }
+      return null;
+    }
+    return attempt.state === outcome.state ? { attempt, job, won: false, failover: null } : null;
+  }
+
+  /**
+   * A fenced write (`running`) did not apply: ask the store which guard
+   * failed. Only another lease (or no attempt) is a lost lease; a lease
+   * that ran out still records the answer by its token; a decided attempt
+   * stops the request.
+   */
+  async #guardFailed(f: InFlight, write: 'running', log: Logger | undefined): Promise<void> {
+    const status = await this.#o.store.leaseStatus({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken! });
+    log?.info({ write, lease: status.status, state: 'state' in status ? status.state : null }, 'fenced write not applied');
+    if (status.status === 'lost' || status.status === 'gone') this.#loseLease(f, log);
+    else if (status.status === 'expired') f.leaseExpired = true;
+    else if (status.status === 'finished') this.#stopFlight(f, status.state === 'cancelled' ? 'cancelled' : 'succeeded');
   }
 
   /** A definite failure as a retry request, when it may be retried where it happened and its provider has a `retry` policy. */
@@ -642,9 +804,17 @@ export class Executor {
   /** An answer that cannot settle its attempt any more still leaves what it cost (CONTRACT §8); never its payload. */
   async #keepUsage(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): Promise<void> {
     if (outcome.state === 'cancelled' || !outcome.usage) return;
-    await this.#o.store
+    const recorded = await this.#o.store
       .recordLateUsage({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, usage: outcome.usage, costMicros: outcome.costMicros ?? null, actor: `executor:${this.id}` })
-      .catch((err) => this.events.emit('error', err));
+      .catch((err) => (this.events.emit('error', err), true));
+    // No row took it: the attempt is gone with its job, or already carries usage. Only the former is news.
+    if (!recorded && (await this.#o.store.getAttempt(f.attempt.ownerId, f.attempt.id).catch(() => f.attempt)) === null) this.#reportUnrecorded(f, outcome);
+  }
+
+  /** Usage of an answer whose attempt no longer exists: an event (and `/metrics`), since no row can hold it. */
+  #reportUnrecorded(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): void {
+    if (outcome.state === 'cancelled' || !outcome.usage) return;
+    this.events.emit('attempt:usage_unrecorded', f.attempt, { usage: outcome.usage, costMicros: outcome.costMicros ?? null });
   }
 
   async #markUnknown(f: InFlight, reason: RecordedError, log: Logger | undefined): Promise<boolean> {
@@ -669,14 +839,43 @@ export class Executor {
    * is thrown at once.
    */
   async #retrying<T>(f: InFlight, write: 'settle' | 'unknown', log: Logger | undefined, op: () => Promise<T>): Promise<T | null> {
+    // An answer in hand is held for up to `answerHoldMs` (its token fences it after the lease ran out); a doubt only while the lease may hold.
+    let heldSince: number | null = null;
+    try {
+      return await this.#retryingWhile(f, write, log, op, (attempt, e) => {
+        if (write === 'settle') {
+          if (heldSince === null) {
+            if (this.#held >= this.#o.maxHeldAnswers) {
+              log?.error({ err: e, held: this.#held }, 'too many answers held already; this one is given up (the attempt stays in doubt)');
+              return -1;
+            }
+            heldSince = performance.now();
+            this.#held++;
+            log?.warn({ err: e, hold_ms: this.#o.answerHoldMs }, 'answer held: the database is unreachable, it is written when the database returns');
+            this.events.emit('attempt:answer_held', f.attempt);
+          }
+          const left = heldSince + this.#o.answerHoldMs - performance.now();
+          if (left <= 0) log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable past the answer hold; the answer is given up');
+          return left;
+        }
+        const left = f.leaseSureUntil + this.#o.leaseMs - performance.now();
+        if (f.leaseLost || left <= 0) log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable until the lease was surely gone; the rescuer will take the attempt over');
+        return f.leaseLost ? -1 : left;
+      });
+    } finally {
+      if (heldSince !== null) this.#held--;
+    }
+  }
+
+  /** {@link #retrying}'s loop: `left` says how long more a transient failure may be tried again (≤ 0: give up). */
+  async #retryingWhile<T>(f: InFlight, write: 'settle' | 'unknown', log: Logger | undefined, op: () => Promise<T>, leftAfter: (attempt: number, e: unknown) => number): Promise<T | null> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await op();
       } catch (e) {
         if (!isTransientDatabaseError(e)) throw e;
-        const left = f.leaseSureUntil + this.#o.leaseMs - performance.now();
-        if (f.leaseLost || left <= 0) {
-          log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable until the lease was surely gone; the rescuer will take the attempt over');
+        const left = leftAfter(attempt, e);
+        if (left <= 0) {
           this.events.emit('attempt:write_abandoned', f.attempt, { write, error: e });
           return null;
         }
@@ -716,7 +915,7 @@ export class Executor {
   // ---- background ----------------------------------------------------------
 
   async #heartbeat(): Promise<void> {
-    const flights = [...this.#inFlight.values()].filter((f) => !f.leaseLost);
+    const flights = [...this.#inFlight.values()].filter((f) => !f.leaseLost && !f.leaseExpired);
     if (flights.length === 0) return;
     try {
       const sentAt = performance.now();
@@ -725,8 +924,18 @@ export class Executor {
         if (held.has(f.attempt.leaseToken!)) {
           f.leaseSureUntil = sentAt + this.#o.leaseMs;
         } else if (this.#inFlight.has(f.attempt.id)) {
-          this.#loseLease(f, this.#o.logger?.child({ job_id: f.job.id, attempt_id: f.attempt.id }));
-          f.abort.abort(new Error('lease lost'));
+          // Not renewed: ask why. A lease that merely ran out (the database was away) keeps listening for the answer.
+          const status = await this.#o.store.leaseStatus({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken! });
+          const log = this.#o.logger?.child({ job_id: f.job.id, attempt_id: f.attempt.id });
+          if (status.status === 'expired') {
+            f.leaseExpired = true;
+            log?.warn({ state: status.state }, 'lease ran out (the database was unreachable); the answer will still be recorded by its token');
+          } else if (status.status === 'finished') {
+            this.#stopFlight(f, status.state === 'cancelled' ? 'cancelled' : 'succeeded');
+          } else if (status.status !== 'held') {
+            this.#loseLease(f, log);
+            f.abort.abort(new Error('lease lost'));
+          }
         }
       }
       // A job decided through another process (won, cancelled): stop its requests here too.

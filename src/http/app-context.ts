@@ -6,7 +6,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../core/clock.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { OnejobConfig } from '../config/config.ts';
-import type { ClaimedAttempt, LeaseRequest, Store } from '../store/store.ts';
+import type { ClaimedAttempt, Store } from '../store/store.ts';
+import type { NewWorkLease } from '../executor/executor.ts';
 import type { JobWatch } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
 
@@ -15,9 +16,10 @@ import type { Metrics } from './metrics.ts';
  * for a new job's first attempt, and the attempt run at once (`Executor`).
  */
 export interface InlineRunner {
-  leaseForNewWork(route: string): (LeaseRequest & { readonly eligible: EligibilityCheck }) | null;
+  leaseForNewWork(route: string): NewWorkLease | null;
   adopt(claimed: ClaimedAttempt, leasedAt: number): void;
 }
+
 
 /** Dependencies of the route groups. */
 export interface AppContext {

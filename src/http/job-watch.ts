@@ -59,6 +59,8 @@ interface Entry {
   readonly watchers: Set<JobWatcher>;
   /** The state last handed to the watchers (the fallback sweep reads again only when it moved). */
   state: JobState | undefined;
+  /** The job last handed to the watchers: a read that answers later with an older version is dropped. */
+  latest: JobWithAttempts | null;
   readonly read: () => Promise<void>;
 }
 
@@ -102,7 +104,7 @@ export class JobWatch {
     let entry = this.#entries.get(key);
     if (!entry) {
       const created: Entry = {
-        ownerId, jobId, watchers: new Set(), state: undefined,
+        ownerId, jobId, watchers: new Set(), state: undefined, latest: null,
         read: coalescedRun(async () => {
           if (created.watchers.size === 0) return;
           try {
@@ -141,6 +143,9 @@ export class JobWatch {
   }
 
   #deliver(entry: Entry, job: JobWithAttempts | null): void {
+    // A read that began before a change committed and answered after it: the watchers already have the newer job.
+    if (job && entry.latest && isOlder(job, entry.latest)) return;
+    entry.latest = job;
     entry.state = job?.state;
     for (const w of [...entry.watchers]) w.onJob(job);
   }
@@ -178,6 +183,22 @@ export class JobWatch {
       if (e.state === undefined || states.get(e.jobId) !== e.state) void e.read();
     }
   }
+}
+
+const ATTEMPT_PROGRESS: Readonly<Record<string, number>> = { starting: 0, running: 1, unknown: 2 };
+
+/**
+ * Whether `a` is an earlier version of the job than `b`. Everything compared
+ * only ever moves forward: the version (each decision), `updated_at`, the
+ * number of attempts, and each attempt's state (starting → running → unknown
+ * → a terminal state).
+ */
+function isOlder(a: JobWithAttempts, b: JobWithAttempts): boolean {
+  if (a.version !== b.version) return a.version < b.version;
+  if (a.updatedAt.getTime() !== b.updatedAt.getTime()) return a.updatedAt.getTime() < b.updatedAt.getTime();
+  if (a.attempts.length !== b.attempts.length) return a.attempts.length < b.attempts.length;
+  const progress = (j: JobWithAttempts) => j.attempts.reduce((n, x) => n + (ATTEMPT_PROGRESS[x.state] ?? 3), 0);
+  return progress(a) < progress(b);
 }
 
 function keyOf(ownerId: string, jobId: string): string {

@@ -46,6 +46,14 @@ export interface Metrics {
    * `src/http/server-timing.ts`).
    */
   readonly gatewayOverhead: Histogram<'route'>;
+  /**
+   * `onejob_answers_held`: providers' answers this process holds in memory
+   * because the database is unreachable, written when it returns (read at
+   * scrape time from each executor added to `answersHeldSources`).
+   */
+  readonly answersHeld: Gauge;
+  /** Where `onejob_answers_held` is summed from (an executor's `answersHeld`). */
+  readonly answersHeldSources: Set<() => number>;
 }
 
 /** Options of {@link createMetrics}. */
@@ -70,6 +78,7 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
   if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'onejob_' });
   const registers = [registry];
   const countInDoubt = options.countInDoubt;
+  const answersHeldSources = new Set<() => number>();
   const sourceErrors = new Counter({ name: 'onejob_metrics_source_errors_total', help: 'Scrapes at which a gauge read from the database could not be refreshed (it kept its last value).', registers });
   return {
     registry,
@@ -104,6 +113,17 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers,
     }),
+    answersHeld: new Gauge({
+      name: 'onejob_answers_held',
+      help: 'Provider answers held in memory because the database is unreachable, written when it returns.',
+      registers,
+      collect() {
+        let n = 0;
+        for (const source of answersHeldSources) n += source();
+        this.set(n);
+      },
+    }),
+    answersHeldSources,
     providerLatency: new Histogram({
       name: 'onejob_provider_latency_seconds',
       help: 'Time from dispatch to a definite provider answer.',

@@ -63,5 +63,10 @@ export function instrumentUsage(executor: Executor, metrics: Metrics): void {
     routes.delete(attempt.id);
     if (route !== undefined) countUsage(m, route, attempt);
   });
+  // An answer whose job retention deleted meanwhile: no row holds its usage, the counters still do (outcome `job_deleted`).
+  executor.events.on('attempt:usage_unrecorded', (attempt, u) => {
+    const route = routes.get(attempt.id);
+    if (route !== undefined && u.usage) countUsage(m, route, { ...attempt, state: 'job_deleted' as Attempt['state'], usage: u.usage, costMicros: u.costMicros });
+  });
   executor.events.on('attempt:finished', (attempt) => routes.delete(attempt.id));
 }

@@ -130,6 +130,8 @@ export class Runtime {
       pricing: pricingOf(this.config),
       retry: retryPolicyOf(this.config),
       logger: this.#logger,
+      answerHoldMs: this.config.executor.answerHoldMs,
+      maxHeldAnswers: this.config.executor.maxHeldAnswers,
       ...options,
     });
     this.#executors.push(executor);

@@ -188,8 +188,13 @@ export interface AttemptInsertRow {
 export interface Fence {
   readonly leaseOwner: string;
   readonly leaseToken: string;
-  /** The write applies only if the lease has not expired at this time. */
-  readonly now: Date;
+  /**
+   * The write applies only if the lease has not expired at this time. Null:
+   * the token alone fences (`lease_token` = it and `lease_owner` it or NULL,
+   * whatever the expiry): an answer whose lease ran out while nobody else
+   * took the attempt (see `SettleAttemptParams.fence`).
+   */
+  readonly now: Date | null;
 }
 
 /**
@@ -472,6 +477,13 @@ export interface Driver {
    * run more than once, so it must touch nothing but the database.
    */
   transaction<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn`'s reads in one snapshot: a job and its attempts (a page of
+   * them) as of one moment, never half of a change another transaction
+   * committed meanwhile. PostgreSQL: a `REPEATABLE READ READ ONLY`
+   * transaction; SQLite: one transaction (the gate and the file lock).
+   */
+  readSnapshot<T>(fn: (q: DriverQueries, insights: InsightQueries) => Promise<T>): Promise<T>;
   /** Applies pending migrations under a lock; safe to call from several processes at once. */
   migrate(): Promise<MigrationResult[]>;
   /** Versions of migrations not yet applied (empty when current). */

@@ -96,17 +96,19 @@ export class Insights {
     const order = p.order ?? 'newest';
     const after = p.cursor === undefined ? undefined : decodeSearchCursor(p.cursor, order);
     const text = p.text === undefined || p.text === '' ? undefined : p.text;
-    const rows = await this.#driver.insights.jobSearch({
-      ownerId: p.ownerId, state: p.state, route: p.route, provider: p.provider,
-      createdSince: p.createdSince, createdUntil: p.createdUntil, text, order, limit: limit + 1, after,
+    // The page and its attempts in one snapshot (a job never beside attempts of another moment).
+    return this.#driver.readSnapshot(async (q, insights) => {
+      const rows = await insights.jobSearch({
+        ownerId: p.ownerId, state: p.state, route: p.route, provider: p.provider,
+        createdSince: p.createdSince, createdUntil: p.createdUntil, text, order, limit: limit + 1, after,
+      });
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return {
+        jobs: await withAttempts(q, p.ownerId, page),
+        nextCursor: rows.length > limit && last ? encodeSearchCursor(last.createdAt, last.id, order) : null,
+      };
     });
-    const page = rows.slice(0, limit);
-    const q = this.#driver.queries;
-    const last = page[page.length - 1];
-    return {
-      jobs: await withAttempts(q, p.ownerId, page),
-      nextCursor: rows.length > limit && last ? encodeSearchCursor(last.createdAt, last.id, order) : null,
-    };
   }
 
   /**

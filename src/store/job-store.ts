@@ -37,6 +37,7 @@ import type {
   DeleteFinishedJobsParams,
   DeleteFinishedJobsResult,
   JobChangeListener,
+  LeaseStatus,
   ListAllJobsParams,
   LeaseRequest,
   ListJobsParams,
@@ -159,7 +160,8 @@ export class JobStore implements Store {
     const first = p.firstAttempt ? await this.#firstProvider(p, p.firstAttempt.eligible ?? everyProviderEligible) : null;
     if (first !== null && p.firstAttempt) {
       const leased = await q.jobInsertLeased(row, {
-        id: newId('att'), provider: first, leaseOwner: p.firstAttempt.leaseOwner, leaseToken: newId('lease'), leaseMs: p.firstAttempt.leaseMs,
+        id: p.firstAttempt.attemptId ?? newId('att'), provider: first, leaseOwner: p.firstAttempt.leaseOwner,
+        leaseToken: p.firstAttempt.leaseToken ?? newId('lease'), leaseMs: p.firstAttempt.leaseMs,
         now: this.#clockStandIn(),
       });
       if (leased) {
@@ -227,10 +229,12 @@ export class JobStore implements Store {
 
   async getJob(ownerId: string, jobId: string): Promise<JobWithAttempts | null> {
     if (!isPlausibleId(jobId)) return null;
-    const q = this.#driver.queries;
-    const job = await q.jobGet(ownerId, jobId);
-    if (!job) return null;
-    return { ...job, attempts: await q.attemptListByJob(ownerId, jobId) };
+    // One snapshot: never a job from before a change and its attempts from after it (a rescue committing between two reads).
+    return this.#driver.readSnapshot(async (q) => {
+      const job = await q.jobGet(ownerId, jobId);
+      if (!job) return null;
+      return { ...job, attempts: await q.attemptListByJob(ownerId, jobId) };
+    });
   }
 
   async listJobs(p: ListJobsParams): Promise<ListJobsResult> {
@@ -239,14 +243,16 @@ export class JobStore implements Store {
       throw new OnejobError('invalid_request', `limit must be an integer from 1 to ${LIST_MAX_LIMIT}`);
     }
     const after = p.cursor === undefined ? undefined : decodeCursor(p.cursor);
-    const q = this.#driver.queries;
-    const rows = await q.jobList({ ownerId: p.ownerId, state: p.state, limit: limit + 1, after });
-    const page = rows.slice(0, limit);
-    const last = page[page.length - 1];
-    return {
-      jobs: await withAttempts(q, p.ownerId, page),
-      nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
-    };
+    // The page and its attempts in one snapshot.
+    return this.#driver.readSnapshot(async (q) => {
+      const rows = await q.jobList({ ownerId: p.ownerId, state: p.state, limit: limit + 1, after });
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return {
+        jobs: await withAttempts(q, p.ownerId, page),
+        nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
+      };
+    });
   }
 
   async getJobStates(refs: readonly { readonly ownerId: string; readonly jobId: string }[]): Promise<Map<string, JobState>> {
@@ -334,10 +340,13 @@ export class JobStore implements Store {
       if (!isAttemptActive(attempt.state)) {
         throw new OnejobError('attempt_finished', `attempt ${attempt.id} is already ${attempt.state}`, { details: { state: attempt.state } });
       }
-      if (p.fence && !holdsLease(attempt, p.fence, now)) {
+      // A lease that ran out while nobody else took the attempt (a database outage longer than the lease, a rescue to
+      // `unknown`) still names it by its token: the executor ran it, its answer is recorded (fenced by the token alone).
+      const held = p.fence ? holdsLease(attempt, p.fence, now) : true;
+      if (p.fence && !held && !tokenStillNames(attempt, p.fence)) {
         throw new OnejobError('lease_lost', `the executor no longer holds the lease of attempt ${attempt.id}`);
       }
-      const fence = p.fence ? { ...p.fence, now } : undefined;
+      const fence = p.fence ? { ...p.fence, now: held ? now : null } : undefined;
       const actor = p.actor ?? (p.fence ? `executor:${p.fence.leaseOwner}` : 'api');
       const who = p.reason === undefined ? { actor } : { actor, reason: p.reason };
       const metered = meteredSet(p.outcome);
@@ -503,6 +512,14 @@ export class JobStore implements Store {
     return result !== null;
   }
 
+  async leaseStatus(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<LeaseStatus> {
+    const a = isPlausibleId(p.attemptId) ? await this.#driver.queries.attemptGet(p.ownerId, p.attemptId) : null;
+    if (!a) return { status: 'gone' };
+    if (!isAttemptActive(a.state)) return { status: 'finished', state: a.state };
+    if (holdsLease(a, p, await this.#now(this.#driver.queries))) return { status: 'held', state: a.state };
+    return tokenStillNames(a, p) ? { status: 'expired', state: a.state } : { status: 'lost' };
+  }
+
   async extendLeases(p: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]> {
     if (p.leaseTokens.length === 0) return [];
     const now = await this.#now(this.#driver.queries);
@@ -664,18 +681,22 @@ export class JobStore implements Store {
       throw new OnejobError('invalid_request', `limit must be an integer from 1 to ${LIST_MAX_LIMIT}`);
     }
     const after = p.cursor === undefined ? undefined : decodeCursor(p.cursor);
-    const q = this.#driver.queries;
-    const rows = await q.jobListAll({ state: p.state, limit: limit + 1, after });
-    const page = rows.slice(0, limit);
-    const jobs = await Promise.all(page.map(async (j) => ({ ...j, attempts: await q.attemptListByJob(j.ownerId, j.id) })));
-    const last = page[page.length - 1];
-    return { jobs, nextCursor: rows.length > limit && last ? encodeCursor(last) : null };
+    return this.#driver.readSnapshot(async (q) => {
+      const rows = await q.jobListAll({ state: p.state, limit: limit + 1, after });
+      const page = rows.slice(0, limit);
+      const jobs: JobWithAttempts[] = [];
+      for (const j of page) jobs.push({ ...j, attempts: await q.attemptListByJob(j.ownerId, j.id) });
+      const last = page[page.length - 1];
+      return { jobs, nextCursor: rows.length > limit && last ? encodeCursor(last) : null };
+    });
   }
 
   async findJob(jobId: string): Promise<JobWithAttempts | null> {
     if (!isPlausibleId(jobId)) return null;
-    const job = await this.#driver.queries.jobGetAnyOwner(jobId);
-    return job && { ...job, attempts: await this.#driver.queries.attemptListByJob(job.ownerId, job.id) };
+    return this.#driver.readSnapshot(async (q) => {
+      const job = await q.jobGetAnyOwner(jobId);
+      return job && { ...job, attempts: await q.attemptListByJob(job.ownerId, job.id) };
+    });
   }
 
   async findAttempt(attemptId: string): Promise<Attempt | null> {
@@ -780,7 +801,7 @@ export class JobStore implements Store {
   async #mustUpdate(
     q: DriverQueries, attempt: Attempt,
     set: { state?: AttemptState; finishedAt?: Date; error?: RecordedError; releaseLease?: boolean; usage?: TokenUsage | null; costMicros?: number | null },
-    fence: { leaseOwner: string; leaseToken: string; now: Date } | undefined,
+    fence: { leaseOwner: string; leaseToken: string; now: Date | null } | undefined,
   ): Promise<void> {
     const ok = await q.attemptUpdate({ ownerId: attempt.ownerId, id: attempt.id, fromStates: [attempt.state], fence, set });
     if (!ok) throw new OnejobError(fence ? 'lease_lost' : 'attempt_finished', `attempt ${attempt.id} changed concurrently`);
@@ -859,6 +880,17 @@ function withReason(o: CancelJobOptions): Record<string, unknown> {
   if (o.actor !== undefined) data.actor = o.actor;
   if (o.reason !== undefined) data.reason = o.reason;
   return data;
+}
+
+/**
+ * The attempt still carries this lease's token and nobody else's lease: the
+ * lease's executor ran it (it expired, or the rescuer released it to
+ * `unknown`). A `starting` attempt handed back (owner cleared) is not named:
+ * it may be claimed again under a new token.
+ */
+function tokenStillNames(a: Attempt, fence: { leaseOwner: string; leaseToken: string }): boolean {
+  if (!isAttemptActive(a.state) || a.leaseToken !== fence.leaseToken) return false;
+  return a.leaseOwner === fence.leaseOwner || (a.leaseOwner === null && a.state === 'unknown');
 }
 
 function holdsLease(a: Attempt, fence: { leaseOwner: string; leaseToken: string }, now: Date): boolean {

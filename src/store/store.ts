@@ -7,7 +7,7 @@
  * through this interface; none of them sees SQL.
  */
 import type { EligibilityCheck, RetryRequest } from '../core/job-rules.ts';
-import type { JobState } from '../core/states.ts';
+import type { AttemptState, JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError } from '../core/types.ts';
 import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult, StreamBatchRow } from './driver.ts';
 import type { TokenUsage } from '../core/usage.ts';
@@ -61,7 +61,16 @@ export interface CreateJobCommonParams {
    * at once (no claim). Skipped (the job is queued as usual) when the first
    * provider of the chain is not eligible; ignored on a replay.
    */
-  readonly firstAttempt?: (LeaseRequest & { readonly eligible?: EligibilityCheck | undefined }) | undefined;
+  readonly firstAttempt?: (LeaseRequest & {
+    readonly eligible?: EligibilityCheck | undefined;
+    /**
+     * The attempt's id and lease token, chosen by the caller (default: new
+     * ones): when the insert's answer is lost, the caller can still release
+     * the lease of an attempt that may have been written and was surely never sent.
+     */
+    readonly attemptId?: string | undefined;
+    readonly leaseToken?: string | undefined;
+  }) | undefined;
 }
 
 /** Result of {@link Store.createJob}. */
@@ -143,8 +152,11 @@ export interface SettleAttemptParams {
   readonly attemptId: string;
   readonly outcome: AttemptOutcome;
   /**
-   * The executor's lease; when given, the write applies only while that lease
-   * is held and unexpired (fencing). Explicit resolves give none.
+   * The executor's lease; when given, the write applies only to the attempt
+   * this lease's token still names: held (unexpired), or expired without
+   * anybody else taking it (the token proves this executor ran it, so an
+   * answer held through a database outage longer than the lease is still
+   * recorded, from `unknown` too). Explicit resolves give none.
    */
   readonly fence?: { readonly leaseOwner: string; readonly leaseToken: string } | undefined;
   /** The gate for the failover this settlement may cause; default: every provider eligible. */
@@ -178,6 +190,22 @@ export interface SettleAttemptResult {
    */
   readonly failover: Attempt | null;
 }
+
+/**
+ * Where an executor's lease on an attempt stands (STYLE §23: a fenced write
+ * that did not apply says why, it is not read as "lease lost"):
+ * - `held`: this lease holds, unexpired;
+ * - `expired`: still this lease's token on an attempt not yet decided
+ *   (`starting`, `running`, or `unknown` after a rescue): the executor ran it,
+ *   and its answer may still be recorded ({@link Store.settleAttempt} accepts
+ *   the token);
+ * - `finished`: the attempt is decided (`state` says how): nothing more to write;
+ * - `lost`: another lease holds it, or it was handed back;
+ * - `gone`: no such attempt (its job was deleted).
+ */
+export type LeaseStatus =
+  | { readonly status: 'held' | 'expired' | 'finished'; readonly state: AttemptState }
+  | { readonly status: 'lost' | 'gone' };
 
 /** A claimed attempt with its job, handed to an executor. */
 export interface ClaimedAttempt {
@@ -347,7 +375,9 @@ export interface Store {
    * lost or the attempt moved on.
    */
   markUnknown(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean>;
-  /** Extends leases; returns the tokens still held (a missing token means: stop, you lost it). */
+  /** Where the lease `leaseToken` of `leaseOwner` on the attempt stands now: the reason a fenced write did not apply. */
+  leaseStatus(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<LeaseStatus>;
+  /** Extends leases; returns the tokens still held (a missing token: ask {@link leaseStatus} why). */
   extendLeases(params: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]>;
   /**
    * Releases a lease without changing state: an attempt handed back unsent

@@ -31,6 +31,18 @@ describe('loadConfig', () => {
     expect((err as Error).message).toContain('/chatMaxWaitMs');
   });
 
+  it('reads executor.answerHoldMs and maxHeldAnswers, defaults them to 10 minutes and 10 000, and refuses an unknown key', () => {
+    expect(loadConfig({ argvConfigPath: file({ executor: { answerHoldMs: 60_000, maxHeldAnswers: 5 } }), env: {} }).executor).toEqual({ answerHoldMs: 60_000, maxHeldAnswers: 5 });
+    expect(loadConfig({ argvConfigPath: file({}), env: {} }).executor).toEqual({ answerHoldMs: 600_000, maxHeldAnswers: 10_000 });
+    let message = '';
+    try {
+      loadConfig({ argvConfigPath: file({ executor: { holdMs: 1 } }), env: {} });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain('/executor');
+  });
+
   it('reads metricsToken (env: reference, ONEJOB_METRICS_TOKEN wins), eventFeeds and gatewayBodyLimitBytes, with their defaults', () => {
     const defaults = loadConfig({ argvConfigPath: file({}), env: {} });
     expect(defaults).toMatchObject({ metricsToken: null, eventFeeds: { maxPerOwner: 20, pollMs: 2000 }, gatewayBodyLimitBytes: 32 * 1024 * 1024, bodyLimitBytes: 1024 * 1024 });

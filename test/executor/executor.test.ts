@@ -201,11 +201,13 @@ for (const db of TEST_DATABASES) {
       expect(done.result).toMatchObject({ content: { summary: 'x' }, provider: 'fallback' });
     });
 
-    it('an executor that lost its lease (paused past it) cannot write; the attempt stays unknown', async () => {
-      primary.script([{ gate: 'wake', reply: 'zombie answer' }]);
+    it('an executor paused past its lease: the rescuer makes the attempt unknown, and its answer, when it comes, is still recorded by the lease\'s token', async () => {
+      primary.script([{ gate: 'wake', reply: 'late but paid' }]);
       providers.set('primary', createProvider('primary', { type: 'openai', baseUrl: `${primary.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 60_000 }));
       // No heartbeat: the lease lapses as if the process were stopped.
       const paused = executor({ leaseMs: 300, heartbeatMs: 3_600_000, rescueEveryMs: 3_600_000 });
+      const lost: string[] = [];
+      paused.events.on('attempt:lease_lost', (a) => lost.push(a.id));
       await paused.start();
       const job = await create('paused');
       await once(paused.events, 'attempt:dispatched');
@@ -213,12 +215,14 @@ for (const db of TEST_DATABASES) {
       expect(await store.rescueExpiredLeases()).toBe(1);
       const blocked = await waitForJob(store, job.id, (j) => j.state === 'unknown');
       expect(blocked.attempts[0]!.error?.code).toBe('lease_expired');
-      const lost = once(paused.events, 'attempt:lease_lost');
+      const settled = once(paused.events, 'attempt:settled');
       primary.release('wake');
-      await lost;
+      await settled;
       const after = await store.getJob(OWNER, job.id);
-      expect(after).toMatchObject({ state: 'unknown', result: null, completedBy: null });
-      expect(after!.attempts.map((a) => a.state)).toEqual(['unknown']);
+      expect(after).toMatchObject({ state: 'succeeded', result: { content: 'late but paid' }, completedBy: blocked.attempts[0]!.id });
+      expect(after!.attempts.map((a) => a.state)).toEqual(['succeeded']);
+      expect(lost).toEqual([]);
+      expect(primary.calls).toHaveLength(1);
     });
 
     it('cancelling a job aborts its request in this process and records the attempt cancelled', async () => {

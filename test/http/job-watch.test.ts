@@ -76,6 +76,38 @@ for (const db of TEST_DATABASES) {
     const win = (s: Store, c: { attempt: JobWithAttempts['attempts'][number] }, result: unknown) =>
       s.settleAttempt({ ownerId: OWNER, attemptId: c.attempt.id, jobId: c.attempt.jobId, fence: { leaseOwner: LEASE.leaseOwner, leaseToken: c.attempt.leaseToken! }, outcome: { state: 'succeeded', result } });
 
+    it('a read that started before a settle and answers after it is never handed over after the settled job (no older version after a newer one)', async () => {
+      // getJob reads at once and answers 300 ms later: the settle committed meanwhile reaches the watcher first.
+      const slow = new Proxy(store as Store, {
+        get(target, key) {
+          const v = Reflect.get(target, key, target);
+          if (typeof v !== 'function') return v;
+          if (key === 'getJob') {
+            return async (...args: unknown[]) => {
+              const job = await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+              await new Promise((r) => setTimeout(r, 300));
+              return job;
+            };
+          }
+          return v.bind(target);
+        },
+      });
+      const watch = new JobWatch({ store: slow, recheckMs: 60_000 });
+      try {
+        const c = await leasedJob('newer-first');
+        const seen: string[] = [];
+        const off = watch.watch(OWNER, c.job.id, { onJob: (job) => seen.push(`${job?.state}@${job?.version}`) }, { readNow: true, state: 'running' });
+        await new Promise((r) => setTimeout(r, 50));
+        await win(store, c, 'R');
+        await new Promise((r) => setTimeout(r, 500));
+        off();
+        expect(seen[0]).toBe('succeeded@1');
+        expect(seen.every((v) => v === 'succeeded@1')).toBe(true);
+      } finally {
+        watch.close();
+      }
+    });
+
     it('a settle made here reaches 50 waiters of the job with the committed job, and nothing is read', async () => {
       const { store: s, reads } = counted(store);
       const watch = new JobWatch({ store: s, recheckMs: 60_000 });

@@ -16,7 +16,9 @@ import { ManualClock } from '../../core/clock.ts';
 import { isOnejobError, type ErrorCode } from '../../core/errors.ts';
 import type { EligibilityCheck } from '../../core/job-rules.ts';
 import type { Attempt } from '../../core/types.ts';
-import type { JobStore } from '../job-store.ts';
+import { JobStore as JobStoreClass, type JobStore } from '../job-store.ts';
+import type { Driver, DriverQueries } from '../driver.ts';
+import type { InsightQueries } from '../insight-queries.ts';
 
 /** The assertions the suite makes (a subset of vitest's and jest's `expect`). */
 export interface ConformanceAssertion {
@@ -529,7 +531,7 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         clock.advance(1001);
         expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a), timeoutMs: 1000 })).toBe(false);
         expect(await store.extendLeases({ leaseOwner: EXECUTOR, leaseTokens: [a.leaseToken!], leaseMs: 1000 })).toEqual([]);
-        expect(await codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: a.id, fence: fenceOf(a), outcome: { state: 'succeeded', result: 'zombie' } }))).toBe('lease_lost');
+        expect(await codeOf(store.settleAttempt({ ownerId: OWNER, attemptId: a.id, fence: { leaseOwner: 'exe_other', leaseToken: a.leaseToken! }, outcome: { state: 'succeeded', result: 'zombie' } }))).toBe('lease_lost');
         expect(await store.rescueExpiredLeases()).toBe(1);
         const after = await store.getJob(OWNER, job.id);
         expect(after).toMatchObject({ state: 'unknown', result: null });
@@ -599,6 +601,27 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(await store.rescueExpiredLeases()).toBe(0);
         const r = await store.settleAttempt({ ownerId: OWNER, attemptId: attempt.id, fence: fenceOf(attempt), outcome: { state: 'succeeded', result: 1 } });
         expect(r.won).toBe(true);
+      });
+
+      it('a claim committing while a cancel holds the job never leaves an attempt cancelled and leased (the job row is locked first, the claim included)', async () => {
+        const { jobId, attempt: first } = await runningJob('claim-vs-cancel');
+        // A definite failure: the failover attempt is `starting` and unclaimed.
+        const failed = await store.settleAttempt({ ownerId: OWNER, attemptId: first.id, fence: fenceOf(first), outcome: { state: 'failed', error: { code: 'provider_error', message: 'x' } } });
+        expect(failed.failover).toMatchObject({ state: 'starting', leaseOwner: null });
+        // The cancel pauses after reading the attempts (the job locked): an executor claims meanwhile.
+        let claim: Promise<unknown> | null = null;
+        const between = async (): Promise<void> => {
+          if (claim) return;
+          claim = store.claimWork({ leaseOwner: 'exe_racer', leaseMs: LEASE_MS, limit: 5 });
+          await Promise.race([claim, new Promise((r) => setTimeout(r, 300))]);
+        };
+        const canceller = new JobStoreClass(pausingInTransactions(store.driver, 'attemptListByJob', between), { clock, databaseClock: clock });
+        await canceller.cancelJob(OWNER, jobId);
+        const claimed = (await (claim as unknown as Promise<Awaited<ReturnType<JobStore['claimWork']>>>)) ?? [];
+        expect(claimed.map((c) => c.attempt.id)).toEqual([]);
+        const job = await store.getJob(OWNER, jobId);
+        expect(job?.state).toBe('cancelled');
+        expect(job!.attempts.map((a) => [a.state, a.leaseOwner])).toEqual([['failed', null], ['cancelled', null]]);
       });
 
       it(`concurrent executors never claim the same attempt (${reps} repetitions)`, async () => {
@@ -784,14 +807,26 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(running?.data).toEqual({ deadline_at: null });
       });
 
-      it('an expired lease is fenced out: lease_lost and nothing written', async () => {
+      it('past its lease, a token that is not the lease\'s is fenced out (lease_lost, nothing written); the lease\'s own token still records its answer, from unknown too', async () => {
         const { claimed, job } = await createLeased('fast-fenced');
+        const a = claimed!.attempt;
         clock.advance(LEASE_MS + 1);
-        expect(await codeOf(win(claimed!.attempt, 'zombie'))).toBe('lease_lost');
+        const stolen = { ...a, leaseToken: 'lease_stolen' };
+        expect(await codeOf(win(stolen, 'zombie'))).toBe('lease_lost');
+        expect(await store.leaseStatus({ ownerId: OWNER, attemptId: a.id, ...fenceOf(stolen) })).toEqual({ status: 'lost' });
         expect(await store.getJob(OWNER, job.id)).toMatchObject({ state: 'running', completedBy: null, attempts: [{ state: 'starting' }] });
+        expect(await store.leaseStatus({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a) })).toEqual({ status: 'expired', state: 'starting' });
         expect(await store.rescueExpiredLeases()).toBe(1);
-        expect(await codeOf(win(claimed!.attempt, 'zombie'))).toBe('lease_lost');
+        expect(await codeOf(win(stolen, 'zombie'))).toBe('lease_lost');
         expect(await store.getJob(OWNER, job.id)).toMatchObject({ state: 'unknown', result: null });
+        // The database was away longer than the lease: the answer in hand is still the job's, once.
+        expect(await store.leaseStatus({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a) })).toEqual({ status: 'expired', state: 'unknown' });
+        const r = await win(a, 'paid');
+        expect(r.won).toBe(true);
+        expect(r.job).toMatchObject({ state: 'succeeded', completedBy: a.id, result: 'paid' });
+        expect(r.attempt).toMatchObject({ state: 'succeeded', usage: { promptTokens: 3, completionTokens: 4, totalTokens: 7 }, costMicros: 12 });
+        expect(await codeOf(win(a, 'paid'))).toBe('attempt_finished');
+        expect(await store.leaseStatus({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a) })).toEqual({ status: 'finished', state: 'succeeded' });
       });
 
       it('a late answer to an unknown attempt (lease kept) still wins, through the general settle', async () => {
@@ -881,6 +916,30 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(await codeOf(store.listJobs({ ownerId: OWNER, cursor: forged }))).toBe('invalid_request');
       });
 
+      it('a job and its attempts are read as of one moment: a rescue committing in the middle of a read is seen whole or not at all', async () => {
+        for (const read of ['getJob', 'listJobs', 'searchJobs', 'findJob'] as const) {
+          const { jobId } = await runningJob(`one-moment-${read}`);
+          clock.advance(LEASE_MS + 1);
+          // After the reader's first statement, the rescue (attempt and job to `unknown`, one transaction) gets 200 ms to commit.
+          let fired = false;
+          const between = async (): Promise<void> => {
+            if (fired) return;
+            fired = true;
+            const rescue = store.rescueExpiredLeases();
+            await Promise.race([rescue, new Promise((r) => setTimeout(r, 200))]);
+          };
+          const reader = new JobStoreClass(pausingAfterFirstRead(store.driver, between), { clock, databaseClock: clock });
+          const seen = read === 'getJob' ? await reader.getJob(OWNER, jobId)
+            : read === 'findJob' ? await reader.findJob(jobId)
+            : read === 'listJobs' ? (await reader.listJobs({ ownerId: OWNER, limit: 1 })).jobs[0]
+            : (await reader.insights.searchJobs({ ownerId: OWNER, limit: 1 })).jobs[0];
+          expect(fired).toBe(true);
+          expect([[seen!.state, seen!.attempts.map((a) => a.state)]].map(([j, a]) => `${String(j)}:${String(a)}`)[0]!).toMatch(/^(running:running|unknown:unknown)$/);
+          expect(await store.rescueExpiredLeases()).toBe(0);
+          expect((await store.getJob(OWNER, jobId))?.state).toBe('unknown');
+        }
+      });
+
       it('migrating again is a no-op, and two migrators at once are safe', async () => {
         const results = await Promise.all([store.migrate(), store.migrate()]);
         for (const r of results) expect(r.every((m) => m.status === 'already_applied')).toBe(true);
@@ -909,5 +968,67 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(await store.appendStreamBatch(row(1, 3, [{ end: 'ok' }])).then(() => 'written', () => 'refused')).toBe('refused');
       });
     });
+  });
+}
+
+/**
+ * `driver` with a pause after the first job read a reader makes (`jobGet`,
+ * `jobList`, `jobListAll`, `jobGetAnyOwner`, `jobSearch`), in which `between`
+ * runs: another transaction may commit there. Writes go through unchanged.
+ */
+function pausingAfterFirstRead(driver: Driver, between: () => Promise<void>): Driver {
+  const pausing = <T extends object>(target: T, names: readonly string[]): T =>
+    new Proxy(target, {
+      get(t, name, receiver) {
+        const v = Reflect.get(t, name, receiver) as unknown;
+        if (typeof v !== 'function') return v;
+        if (!names.includes(String(name))) return (v as (...a: unknown[]) => unknown).bind(t);
+        return async (...args: unknown[]) => {
+          const out = await (v as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+          await between();
+          return out;
+        };
+      },
+    });
+  const jobReads = ['jobGet', 'jobList', 'jobListAll', 'jobGetAnyOwner'];
+  return new Proxy(driver, {
+    get(t, name, receiver) {
+      if (name === 'queries') return pausing(t.queries, jobReads);
+      if (name === 'insights') return pausing(t.insights, ['jobSearch']);
+      if (name === 'readSnapshot') {
+        return <R>(fn: (q: DriverQueries, insights: InsightQueries) => Promise<R>) =>
+          t.readSnapshot((q, insights) => fn(pausing(q, jobReads), pausing(insights, ['jobSearch'])));
+      }
+      const v = Reflect.get(t, name, receiver) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+}
+
+/** `driver` whose transactions pause after their first call of `method`, in which `between` runs (another client acts there). */
+function pausingInTransactions(driver: Driver, method: keyof DriverQueries, between: () => Promise<void>): Driver {
+  return new Proxy(driver, {
+    get(t, name, receiver) {
+      if (name === 'transaction') {
+        return <R>(fn: (q: DriverQueries) => Promise<R>) =>
+          t.transaction((q) => {
+            const paused = new Proxy(q, {
+              get(qt, qn) {
+                const v = Reflect.get(qt, qn, qt) as unknown;
+                if (typeof v !== 'function') return v;
+                if (qn !== method) return (v as (...a: unknown[]) => unknown).bind(qt);
+                return async (...args: unknown[]) => {
+                  const out = await (v as (...a: unknown[]) => Promise<unknown>).apply(qt, args);
+                  await between();
+                  return out;
+                };
+              },
+            });
+            return fn(paused);
+          });
+      }
+      const v = Reflect.get(t, name, receiver) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
   });
 }

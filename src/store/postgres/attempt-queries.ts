@@ -46,18 +46,31 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
     name: 'onejob_attempt_get',
     text: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND id = $2`,
   },
-  // The CTE only restores "oldest first": UPDATE … RETURNING has no order of its own.
+  // The job row is locked before the attempt's (the lock order of every store transaction): a cancel or a winning
+  // settle holding the job is skipped, never raced (it would cancel the attempt while this claim leases it). The jobs
+  // of a wider window of candidates are locked (SKIP LOCKED: concurrent claimers take different jobs), the oldest
+  // `limit` of their attempts claimed; the UPDATE re-checks `starting`, unleased on the row's latest version. The
+  // final SELECT restores "oldest first".
   claim: {
     name: 'onejob_attempt_claim',
-    text: `WITH claimed AS (
+    text: `WITH candidates AS (
+  SELECT owner_id, id, job_id, started_at FROM attempts
+  WHERE state = 'starting' AND lease_owner IS NULL AND started_at <= $4
+  ORDER BY started_at, id
+  LIMIT $3 * 4),
+locked_jobs AS (
+  SELECT jobs.owner_id, jobs.id FROM jobs
+  WHERE (jobs.owner_id, jobs.id) IN (SELECT owner_id, job_id FROM candidates)
+    AND jobs.state NOT IN ('succeeded', 'failed', 'cancelled')
+  FOR UPDATE SKIP LOCKED),
+picked AS (
+  SELECT c.owner_id, c.id FROM candidates c JOIN locked_jobs j ON j.owner_id = c.owner_id AND j.id = c.job_id
+  ORDER BY c.started_at, c.id
+  LIMIT $3),
+claimed AS (
   UPDATE attempts
   SET lease_owner = $1, lease_token = 'lease_' || gen_random_uuid()::text, lease_expires_at = $2
-  WHERE (owner_id, id) IN (
-    SELECT owner_id, id FROM attempts
-    WHERE state = 'starting' AND lease_owner IS NULL AND started_at <= $4
-    ORDER BY started_at, id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED)
+  WHERE (owner_id, id) IN (SELECT owner_id, id FROM picked) AND state = 'starting' AND lease_owner IS NULL
   RETURNING ${ATTEMPT_COLUMNS})
 SELECT ${ATTEMPT_COLUMNS} FROM claimed ORDER BY started_at, id`,
   },
@@ -164,10 +177,18 @@ export async function attemptUpdate(db: Queryable, p: AttemptUpdateParams): Prom
 
   let fence = '';
   if (p.fence !== undefined) {
-    values.push(p.fence.leaseOwner, p.fence.leaseToken, p.fence.now);
-    const n = values.length;
-    fence = ` AND lease_owner = $${n - 2} AND lease_token = $${n - 1} AND lease_expires_at > $${n}`;
-    shape.push('fence');
+    if (p.fence.now === null) {
+      // The token alone (an answer whose lease ran out while nobody else took the attempt).
+      values.push(p.fence.leaseOwner, p.fence.leaseToken);
+      const n = values.length;
+      fence = ` AND (lease_owner = $${n - 1} OR lease_owner IS NULL) AND lease_token = $${n}`;
+      shape.push('token');
+    } else {
+      values.push(p.fence.leaseOwner, p.fence.leaseToken, p.fence.now);
+      const n = values.length;
+      fence = ` AND lease_owner = $${n - 2} AND lease_token = $${n - 1} AND lease_expires_at > $${n}`;
+      shape.push('fence');
+    }
   }
   const res = await db.query({
     name: `onejob_attempt_update_${shape.join('_') || 'noop'}`,

@@ -397,6 +397,26 @@ export class PostgresDriver implements Driver {
     }
   }
 
+  /** See {@link Driver.readSnapshot}: one `REPEATABLE READ READ ONLY` transaction (no retries needed: it takes no locks). */
+  async readSnapshot<T>(fn: (q: DriverQueries, insights: InsightQueries) => Promise<T>): Promise<T> {
+    const client = await this.#connect();
+    let broken: Error | undefined;
+    try {
+      const db = this.#mapped(client);
+      await db.query({ text: 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' });
+      const result = await fn(queriesOn(db), insightQueriesOn(db));
+      await db.query({ text: 'COMMIT' });
+      return result;
+    } catch (e) {
+      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      });
+      throw this.#mapError(e);
+    } finally {
+      this.#release(client, broken);
+    }
+  }
+
   /**
    * Applies every pending migration in one transaction holding
    * `pg_advisory_xact_lock(MIGRATION_LOCK_KEY)`. Each migration inserts its

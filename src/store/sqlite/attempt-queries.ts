@@ -52,7 +52,9 @@ export const ATTEMPT_GET = `SELECT * FROM attempts WHERE owner_id = ? AND id = ?
 export const ATTEMPT_CLAIM = `
 UPDATE attempts SET lease_owner = @leaseOwner, lease_token = 'lease_' || lower(hex(randomblob(16))), lease_expires_at = @leaseExpiresAt
 WHERE (owner_id, id) IN (
-  SELECT owner_id, id FROM attempts WHERE state = 'starting' AND lease_owner IS NULL AND started_at <= @now ORDER BY started_at LIMIT @limit
+  SELECT owner_id, id FROM attempts WHERE state = 'starting' AND lease_owner IS NULL AND started_at <= @now
+    AND EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = attempts.owner_id AND j.id = attempts.job_id AND j.state NOT IN ('succeeded', 'failed', 'cancelled'))
+  ORDER BY started_at LIMIT @limit
 )
 RETURNING *`;
 

@@ -325,18 +325,28 @@ class SqliteDriver implements Driver {
     return this.#whileBusy(() => this.#transactionOnce(fn));
   }
 
-  async #transactionOnce<T>(fn: (q: DriverQueries) => Promise<T>): Promise<T> {
+  /** See {@link Driver.readSnapshot}: one transaction, as {@link transaction}. */
+  readSnapshot<T>(fn: (q: DriverQueries, insights: InsightQueries) => Promise<T>): Promise<T> {
+    return this.#whileBusy(() => this.#transactionOnce(fn));
+  }
+
+  async #transactionOnce<T>(fn: (q: DriverQueries, insights: InsightQueries) => Promise<T>): Promise<T> {
     return this.#exclusive(async () => {
       const tx = { begun: false, done: false };
       // BEGIN IMMEDIATE travels with the first statement (one round trip fewer); a transaction with no statement sends nothing.
-      const q = this.#makeQueries((k, s, p) => {
+      const exec = (k: Kind, s: string, p: unknown[]): Promise<unknown> => {
         if (tx.done) return Promise.reject(new Error('a statement was issued after its transaction ended'));
         const mode = tx.begun ? 1 : 2;
         tx.begun = true;
         return this.#send({ t: 'q', tx: mode, k, s, p }, true);
-      });
+      };
+      const q = this.#makeQueries(exec);
+      const insights = sqliteInsightQueries(
+        { all: ((sql: string, ...args: unknown[]) => exec('all', sql, args)) as never, get: ((sql: string, ...args: unknown[]) => exec('get', sql, args)) as never },
+        { job: toJob, event: toEvent },
+      );
       try {
-        const out = await fn(q);
+        const out = await fn(q, insights);
         tx.done = true;
         if (tx.begun) await this.#send({ t: 'commit' }, true);
         return out;
@@ -753,7 +763,12 @@ function attemptUpdateSql(p: AttemptUpdateParams): { sql: string; params: Record
   if (s.costMicros !== undefined) (sets.push('cost_micros = @costMicros'), (params.costMicros = s.costMicros));
   if (sets.length === 0) throw new Error('attemptUpdate with nothing to set');
   let where = 'owner_id = @ownerId AND id = @id AND state IN (SELECT value FROM json_each(@fromStates))';
-  if (p.fence) {
+  if (p.fence && p.fence.now === null) {
+    // The token alone (an answer whose lease ran out while nobody else took the attempt).
+    where += ' AND (lease_owner = @leaseOwner OR lease_owner IS NULL) AND lease_token = @leaseToken';
+    params.leaseOwner = p.fence.leaseOwner;
+    params.leaseToken = p.fence.leaseToken;
+  } else if (p.fence && p.fence.now !== null) {
     where += ' AND lease_owner = @leaseOwner AND lease_token = @leaseToken AND lease_expires_at > @now';
     params.leaseOwner = p.fence.leaseOwner;
     params.leaseToken = p.fence.leaseToken;
