@@ -99,7 +99,9 @@ function sseWriter(o: StreamJobResponseOptions, jobId: string): SseWriter {
   }
   const enc = new MessagesStreamEncoder({ id: o.id ?? `msg_${jobId}`, model: o.model });
   return {
-    start: () => enc.start().map(messagesSseEvent).join(''),
+    // message_start waits for the first content (or the end): the provider's `model` delta comes
+    // first, and message_start must carry it, as the answer without a stream does.
+    start: () => '',
     delta: (d) => enc.delta(d).map(messagesSseEvent).join(''),
     finish: () => enc.finish().map(messagesSseEvent).join(''),
     replay: (result) => enc.replay(result).map(messagesSseEvent).join(''),
