@@ -27,6 +27,7 @@ import {
   type FakeRule,
   type FakeScript,
 } from './fake-behaviour.ts';
+import { fakeRequestAnswer } from './fake-request-answer.ts';
 
 export type { FakeBehaviour, FakeMatch, FakeProtocol, FakeRule, FakeScript } from './fake-behaviour.ts';
 
@@ -566,8 +567,9 @@ interface ReplyParts {
   readonly completionTokens: number;
 }
 
-function replyParts(call: FakeCall, b: FakeBehaviour): ReplyParts {
+function replyParts(call: FakeCall, given: FakeBehaviour): ReplyParts {
   const request = (call.body ?? {}) as { model?: unknown };
+  const b = given.fitRequest === true ? fittedBehaviour(call.body, given) : given;
   const content =
     b.reply === undefined ? (b.chunks !== undefined ? b.chunks.join('') : b.toolCalls !== undefined || b.refusal !== undefined ? '' : lastUserText(call.body)) : typeof b.reply === 'string' ? b.reply : JSON.stringify(b.reply);
   const prefix = call.protocol === 'openai' ? 'call_fake' : 'toolu_fake';
@@ -586,6 +588,14 @@ function replyParts(call: FakeCall, b: FakeBehaviour): ReplyParts {
     promptTokens: b.usage?.prompt_tokens ?? estimateTokens(requestText(call.body)),
     completionTokens: b.usage?.completion_tokens ?? estimateTokens(outputText),
   };
+}
+
+/** `b` with the answer {@link fakeRequestAnswer} gives the request, when `b` scripts no answer of its own. */
+function fittedBehaviour(body: unknown, b: FakeBehaviour): FakeBehaviour {
+  if (b.reply !== undefined || b.toolCalls !== undefined || b.refusal !== undefined || b.chunks !== undefined) return b;
+  const answer = fakeRequestAnswer(body);
+  if (answer === null) return b;
+  return 'toolCall' in answer ? { ...b, toolCalls: [answer.toolCall] } : { ...b, reply: answer.json };
 }
 
 function renderCompletion(protocol: FakeProtocol, call: FakeCall, b: FakeBehaviour): Record<string, unknown> {
