@@ -455,7 +455,7 @@ class FakeProviderServer implements FakeProvider {
     if (b.reset !== undefined) {
       const full = JSON.stringify(renderCompletion(protocol, call, b));
       res.writeHead(b.status ?? 200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(full)), ...extraHeaders });
-      if (b.reset === 'mid-body') res.write(full.slice(0, Math.floor(full.length / 2)));
+      if (b.reset === 'mid-body') await written(res, full.slice(0, Math.floor(full.length / 2)));
       else res.flushHeaders();
       this.#finish(call, 'reset', b.status ?? 200);
       // end() (not destroy()) so what was written reaches the client before the FIN.
@@ -489,6 +489,9 @@ class FakeProviderServer implements FakeProvider {
     res.flushHeaders();
     call.status = status;
     let first = true;
+    // A cut ends the socket itself, past the response's own buffer: it waits for the events written so far
+    // to reach the socket (Node 26 holds a write in the response until the next tick; ending at once lost it).
+    let lastWrite: Promise<void> = Promise.resolve();
     for (const step of plan) {
       if (step.kind !== 'framing') {
         const n = call.chunksSent;
@@ -500,6 +503,7 @@ class FakeProviderServer implements FakeProvider {
           return this.#finish(call, 'stream-error', status);
         }
         if (b.streamCut !== undefined && due(b.streamCut.afterChunks)) {
+          await lastWrite;
           this.#finish(call, 'reset', status);
           // end() (not destroy()) so the events written so far reach the client before the FIN; the body stays unterminated.
           res.socket?.end();
@@ -509,7 +513,7 @@ class FakeProviderServer implements FakeProvider {
       if (!first && b.chunkDelayMs !== undefined && b.chunkDelayMs > 0 && !(await sleep(b.chunkDelayMs, signal))) return;
       first = false;
       if (signal.aborted || res.destroyed) return;
-      res.write(sseEvent(call.protocol, step.event));
+      lastWrite = written(res, sseEvent(call.protocol, step.event));
       if (step.kind === 'content') call.chunksSent += 1;
     }
     res.end();
@@ -627,6 +631,13 @@ function renderCompletion(protocol: FakeProtocol, call: FakeCall, b: FakeBehavio
     stop_sequence: null,
     usage: { input_tokens: r.promptTokens, output_tokens: r.completionTokens },
   };
+}
+
+/** Writes `chunk` to the response; resolves once it has been handed to the socket (or the response is gone). */
+function written(res: ServerResponse, chunk: string): Promise<void> {
+  return new Promise((resolve) => {
+    res.write(chunk, () => resolve());
+  });
 }
 
 function parseArguments(text: string): unknown {
