@@ -106,9 +106,7 @@ export const JOB_CHANNEL = 'onejob_job';
 export const MIGRATION_LOCK_KEY = 0x6f6e656a6f62;
 
 const CAPABILITIES: DriverCapabilities = {
-  supportsSkipLocked: true,
   supportsListenNotify: true,
-  supportsConcurrentWriters: true,
 };
 
 const INT8_OID = 20;

@@ -133,7 +133,7 @@ export async function openSqliteDriver(options: SqliteDriverOptions): Promise<Dr
 
 class SqliteDriver implements Driver {
   readonly name = 'sqlite';
-  readonly capabilities = { supportsSkipLocked: false, supportsListenNotify: false, supportsConcurrentWriters: false } as const;
+  readonly capabilities = { supportsListenNotify: false } as const;
   readonly queries: DriverQueries;
   readonly insights: InsightQueries;
   readonly #worker: Worker;
