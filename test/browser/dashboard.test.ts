@@ -153,6 +153,8 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     const unknownEvent = page.locator('tr[data-event="attempt.unknown"] td').nth(3);
     await unknownEvent.waitFor();
     expect(await unknownEvent.textContent()).toMatch(/^deadline_exceeded no answer from primary within \d+ ms\s*$/);
+    // The deadline it passed (the deadline in force when it went into doubt) is marked on its bar.
+    expect(await page.locator('.timeline-row[data-state="unknown"] .timeline-deadline').count()).toBe(1);
     await shoot('job-in-doubt');
     const attemptId = jobs.resolveMe.attempts[0].id;
     await page.getByTestId(`resolve-failed-${attemptId}`).click();
