@@ -320,7 +320,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -519,7 +519,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -910,7 +910,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -1116,7 +1116,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;

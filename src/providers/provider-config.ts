@@ -12,6 +12,8 @@ export const ProviderType = {
   Anthropic: 'anthropic',
   /** onejob's fake provider (embedded or external), for demos and tests. */
   Fake: 'fake',
+  /** One tool of an upstream MCP server (`mcpServers`, CONTRACT §14): built by the gateway, never configured under `providers`. */
+  Mcp: 'mcp',
 } as const;
 export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
 
