@@ -13,7 +13,10 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: the process is up */
+        /**
+         * Liveness: the process is up
+         * @description 503 `unavailable` when the process cannot serve whatever the database does (its SQLite worker died and does not start again): replace the process.
+         */
         get: {
             parameters: {
                 query?: never;
@@ -23,6 +26,24 @@ export type paths = {
             };
             requestBody?: never;
             responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description Default Response */
                 200: {
                     headers: {
@@ -52,7 +73,10 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (text exposition format) */
+        /**
+         * Prometheus metrics (text exposition format)
+         * @description Open by default; with `metricsToken` configured it needs `Authorization: Bearer <metricsToken>` (401 `unauthorized` otherwise).
+         */
         get: {
             parameters: {
                 query?: never;
@@ -62,6 +86,24 @@ export type paths = {
             };
             requestBody?: never;
             responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description Prometheus text. */
                 200: {
                     headers: {
