@@ -35,6 +35,15 @@ export const FALLBACK_SCRIPT: FakeScript = {
   default: { delayMs: 400, reply: 'A quick fox leaps a lazy dog; the dog sleeps on. (fallback)' },
 };
 
+/** The storyteller's script: a streamed answer, a word every 300 ms, so a reload mid-answer is easy to try. */
+export const STORYTELLER_SCRIPT: FakeScript = {
+  default: {
+    chunks: 'Once upon a time a fox jumped over a dog. The dog did not mind: it was asleep, and it stayed asleep, and the fox went home. The end.'
+      .split(/(?<= )/),
+    chunkDelayMs: 300,
+  },
+};
+
 /** Options of {@link startSummarizeExample}. */
 export interface StartSummarizeExampleOptions {
   /** The page's port. Default 0 (a free one). */
@@ -63,6 +72,7 @@ export async function startSummarizeExample(options: StartSummarizeExampleOption
   const dir = mkdtempSync(join(tmpdir(), 'onejob-example-'));
   const primary = await startFakeProvider({ script: options.primaryScript ?? PRIMARY_SCRIPT });
   const fallback = await startFakeProvider({ script: options.fallbackScript ?? FALLBACK_SCRIPT });
+  const storyteller = await startFakeProvider({ script: STORYTELLER_SCRIPT });
   let child: ChildProcess | null = null;
   let page: Awaited<ReturnType<typeof preview>> | null = null;
   const close = async (): Promise<void> => {
@@ -74,7 +84,7 @@ export async function startSummarizeExample(options: StartSummarizeExampleOption
       await exited;
       clearTimeout(timer);
     }
-    await Promise.all([primary.close(), fallback.close()]);
+    await Promise.all([primary.close(), fallback.close(), storyteller.close()]);
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -85,8 +95,12 @@ export async function startSummarizeExample(options: StartSummarizeExampleOption
       providers: {
         primary: { type: 'openai', baseUrl: `${primary.url}/v1`, model: 'primary-model', timeoutMs: options.primaryTimeoutMs ?? 5000 },
         fallback: { type: 'anthropic', baseUrl: fallback.url, model: 'fallback-model', timeoutMs: 20_000 },
+        storyteller: { type: 'openai', baseUrl: `${storyteller.url}/v1`, model: 'story-model', timeoutMs: 60_000 },
       },
-      routes: { summarize: { providers: ['primary', 'fallback'], hedgeAfterMs: null, contract: null } },
+      routes: {
+        summarize: { providers: ['primary', 'fallback'], hedgeAfterMs: null, contract: null },
+        story: { providers: ['storyteller'], hedgeAfterMs: null, contract: null },
+      },
     }, null, 2));
     const env = { ...process.env };
     delete env.DATABASE_URL; // the config's database, not the caller's

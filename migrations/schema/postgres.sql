@@ -111,6 +111,14 @@ CREATE TABLE public.onejob_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.stream_events (
+    owner_id text NOT NULL,
+    job_id text NOT NULL,
+    attempt_number integer NOT NULL,
+    seq integer NOT NULL,
+    events text NOT NULL
+);
+
 ALTER TABLE ONLY public.job_events ALTER COLUMN id SET DEFAULT nextval('public.job_events_id_seq'::regclass);
 
 ALTER TABLE ONLY public.attempts
@@ -136,6 +144,9 @@ ALTER TABLE ONLY public.maintenance_leases
 
 ALTER TABLE ONLY public.onejob_migrations
     ADD CONSTRAINT onejob_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.stream_events
+    ADD CONSTRAINT stream_events_pkey PRIMARY KEY (owner_id, job_id, attempt_number, seq);
 
 CREATE INDEX attempts_claimable_idx ON public.attempts USING btree (started_at) WHERE ((state = 'starting'::text) AND (lease_owner IS NULL));
 

@@ -87,6 +87,15 @@ CREATE TABLE maintenance_leases (
 
 CREATE TABLE onejob_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 
+CREATE TABLE stream_events (
+  owner_id       TEXT    NOT NULL,
+  job_id         TEXT    NOT NULL,
+  attempt_number INTEGER NOT NULL,
+  seq            INTEGER NOT NULL,
+  events         TEXT    NOT NULL,
+  PRIMARY KEY (owner_id, job_id, attempt_number, seq)
+) WITHOUT ROWID;
+
 CREATE INDEX attempts_claimable_idx ON attempts (started_at) WHERE state = 'starting' AND lease_owner IS NULL;
 
 CREATE INDEX attempts_leased_idx ON attempts (lease_expires_at) WHERE lease_owner IS NOT NULL;

@@ -35,6 +35,20 @@ export type ResolvedAttempt = paths['/v1/attempts/{id}/resolve']['post']['respon
 /** The body of `POST /v1/chat/completions` (an OpenAI Chat Completions request). */
 export type ChatCompletionRequest = paths['/v1/chat/completions']['post']['requestBody']['content']['application/json'];
 
+/** One `chat.completion.chunk` of a streamed chat completion (CONTRACT §7; OpenAI's shape, the members onejob sends). */
+export interface ChatCompletionChunk {
+  readonly id: string;
+  readonly object: 'chat.completion.chunk';
+  readonly created: number;
+  readonly model: string;
+  readonly choices: readonly {
+    readonly index: number;
+    readonly delta: { readonly role?: 'assistant'; readonly content?: string | null; readonly refusal?: string | null; readonly tool_calls?: readonly unknown[] };
+    readonly finish_reason: string | null;
+  }[];
+  readonly usage?: { readonly prompt_tokens: number; readonly completion_tokens: number; readonly total_tokens: number } | null;
+}
+
 /**
  * One row of `GET /v1/usage` (CONTRACT §8). Written from the contract: the
  * server does not serve this endpoint in its OpenAPI document yet; when it

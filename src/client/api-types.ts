@@ -356,7 +356,7 @@ export type paths = {
         put?: never;
         /**
          * Create a chat completion (OpenAI-compatible, idempotent)
-         * @description `model` names a route (or `route:<name>`). Creates the job for (owner, Idempotency-Key), or joins the one that key already created when the body is the same (canonical JSON), then waits for it. 200: the winning completion (`Idempotent-Replayed: true` when the key already had a job). 409 `attempt_in_doubt` (with `Retry-After`): an attempt is unknown. 502 `job_failed`: every provider failed definitely. 409 `job_finished`: the job was cancelled. 409 `attempt_in_flight` (with `Retry-After`): still running when the server-side wait ended; retry with the same key. Job-bound answers carry `Onejob-Job-Id`. With `stream: true`: the same answers while nothing was sent, then `200 text/event-stream` (`chat.completion.chunk` events, `data: [DONE]`; a break ends with `event: error`).
+         * @description `model` names a route (or `route:<name>`). Creates the job for (owner, Idempotency-Key), or joins the one that key already created when the body is the same (canonical JSON), then waits for it. 200: the winning completion (`Idempotent-Replayed: true` when the key already had a job). 409 `attempt_in_doubt` (with `Retry-After`): an attempt is unknown. 502 `job_failed`: every provider failed definitely. 409 `job_finished`: the job was cancelled. 409 `attempt_in_flight` (with `Retry-After`): still running when the server-side wait ended; retry with the same key. Job-bound answers carry `Onejob-Job-Id`. With `stream: true`: the same answers while nothing was sent, then `200 text/event-stream` (`chat.completion.chunk` events, `data: [DONE]`; a break ends with `event: error`). Every event has an SSE `id:`; a duplicate with `Last-Event-ID` receives only the events after it (CONTRACT §13).
          */
         post: {
             parameters: {
@@ -364,6 +364,8 @@ export type paths = {
                 header?: {
                     /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
+                    /** @description With `stream: true` on a duplicate (same key and body): only the events after this SSE id are sent, live or from the stored stream (CONTRACT §13). */
+                    "last-event-id"?: string;
                 };
                 path?: never;
                 cookie?: never;
@@ -954,6 +956,8 @@ export type paths = {
                 header?: {
                     /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
+                    /** @description With `stream: true` on a duplicate (same key and body): only the events after this SSE id are sent, live or from the stored stream (CONTRACT §13). */
+                    "last-event-id"?: string;
                 };
                 path?: never;
                 cookie?: never;

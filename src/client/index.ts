@@ -11,7 +11,7 @@
  */
 export { OnejobClient, isTerminalJob, JOB_ID_HEADER, MAX_WAIT_SECONDS, REPLAYED_HEADER } from './onejob-client.ts';
 export type {
-  CallOptions, CompletionCallOptions, CompletionResult, CreateJobResult, KeyedCallOptions, OnejobClientOptions, WaitForJobOptions,
+  CallOptions, CompletionCallOptions, CompletionResult, CreateJobResult, KeyedCallOptions, OnejobClientOptions, StreamCallOptions, StreamedEvent, WaitForJobOptions,
 } from './onejob-client.ts';
 export { ClientErrorCode, OnejobClientError, isOnejobClientError } from './client-error.ts';
 export type { OnejobClientErrorOptions } from './client-error.ts';

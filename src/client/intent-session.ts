@@ -8,7 +8,7 @@
  * request is sent, reused by every later start, retry and page reload, and let
  * go only when the job is terminal or on {@link IntentSession.reset}.
  */
-import type { Job } from './api-shapes.ts';
+import type { ChatCompletionRequest, Job } from './api-shapes.ts';
 import { OnejobClientError, isOnejobClientError } from './client-error.ts';
 import { newIntentKey } from './intent-key.ts';
 import { isTerminalJob, type OnejobClient } from './onejob-client.ts';
@@ -32,6 +32,12 @@ export interface IntentSnapshot {
   readonly job: Job | null;
   /** The last error, or null; cleared by the next action. */
   readonly error: OnejobClientError | null;
+  /**
+   * A streaming intent (`stream: true`): the answer's text as received so
+   * far, kept across reloads (the stream resumes after the last event it
+   * saw, CONTRACT §13); null otherwise.
+   */
+  readonly text: string | null;
 }
 
 /** The storage an intent is kept in: `sessionStorage`, or anything with its three methods. */
@@ -46,6 +52,14 @@ export interface IntentSessionOptions {
   readonly name?: string;
   /** Where the held intent survives a reload. Default `globalThis.sessionStorage` (none outside browsers). */
   readonly storage?: IntentStorage | null;
+  /**
+   * Stream the answer: the intent's input is a chat completion request
+   * without `model` (`{ messages, … }`), sent to `POST /v1/chat/completions`
+   * with `model: <route>` and `stream: true`; {@link IntentSnapshot.text}
+   * grows as it arrives, and a broken stream or a reload resumes after the
+   * last event received, never from the start. Default false (`POST /v1/jobs`).
+   */
+  readonly stream?: boolean;
 }
 
 /** What is kept in storage while a key is held. */
@@ -56,6 +70,9 @@ interface HeldIntent {
   readonly input: unknown;
   readonly metadata?: Record<string, unknown> | undefined;
   jobId: string | null;
+  /** A streaming intent: the id of the last event received, and the text so far. */
+  lastEventId?: string | null;
+  text?: string;
 }
 
 /** The storage key of an intent named `name`. */
@@ -100,16 +117,18 @@ export class IntentSession {
   readonly #storage: IntentStorage | null;
   readonly #listeners = new Set<() => void>();
   #held: HeldIntent | null = null;
-  #snapshot: IntentSnapshot = { status: 'idle', key: null, input: null, job: null, error: null };
+  #snapshot: IntentSnapshot = { status: 'idle', key: null, input: null, job: null, error: null, text: null };
   #run: AbortController | null = null;
+  readonly #stream: boolean;
 
   constructor(options: IntentSessionOptions) {
     this.#client = options.client;
     this.#route = options.route;
     this.#storageKey = intentStorageKey(options.name ?? options.route);
     this.#storage = options.storage === undefined ? defaultStorage() : options.storage;
+    this.#stream = options.stream === true;
     this.#held = this.#load();
-    if (this.#held !== null) this.#snapshot = { ...this.#snapshot, key: this.#held.key, input: this.#held.input };
+    if (this.#held !== null) this.#snapshot = { ...this.#snapshot, key: this.#held.key, input: this.#held.input, text: this.#stream ? (this.#held.text ?? '') : null };
   }
 
   /** Subscribes to changes; returns the unsubscribe function. */
@@ -189,7 +208,7 @@ export class IntentSession {
     this.#stopRun();
     this.#held = null;
     this.#remove();
-    this.#set({ status: 'idle', key: null, input: null, job: null, error: null });
+    this.#set({ status: 'idle', key: null, input: null, job: null, error: null, text: null });
   };
 
   /** Stops waiting (a component unmounting); the held intent stays in storage for {@link resume}. */
@@ -203,9 +222,15 @@ export class IntentSession {
     this.#run = run;
     const signal = run.signal;
     this.#set({ ...this.#snapshot, key: held.key, input: held.input, error, status: how === 'create' && this.#snapshot.job === null ? 'submitting' : this.#snapshot.status });
+    // A streaming intent streams, except when it follows the job after its stream ended in an error.
+    const viaStream = this.#stream && !(how === 'read' && error !== null);
     try {
       let job: Job;
-      if (how === 'create' || held.jobId === null) {
+      if (viaStream) {
+        const streamed = await this.#followStream(held, signal);
+        if (streamed === null || signal.aborted) return;
+        job = streamed;
+      } else if (how === 'create' || held.jobId === null) {
         ({ job } = await this.#client.createJob({ route: held.route, input: held.input, ...(held.metadata === undefined ? {} : { metadata: held.metadata }) }, { idempotencyKey: held.key, signal }));
         if (this.#held === held) {
           held.jobId = job.id;
@@ -221,6 +246,12 @@ export class IntentSession {
       if (!signal.aborted) this.#apply(job);
     } catch (error) {
       if (signal.aborted) return;
+      if (viaStream && isOnejobClientError(error) && error.jobId !== null && this.#held === held) {
+        // The stream ended in doubt or failure: follow the job (a resolve, a failover) as a non-streaming intent does.
+        if (this.#run === run) this.#run = null;
+        void this.#follow(held, 'read', error);
+        return;
+      }
       if (isOnejobClientError(error, 'job_not_found') && how === 'read') {
         // Gone (retention): nothing to follow; the key is let go.
         this.#held = null;
@@ -232,6 +263,46 @@ export class IntentSession {
     }
   }
 
+  /**
+   * A streaming intent: creates or joins the job's stream, from after the
+   * last event this intent received (kept with the held intent), and grows
+   * the snapshot's `text`. Returns the job as read after the stream's end;
+   * a stream ended by a doubt or a failure throws (the job id attached).
+   */
+  async #followStream(held: HeldIntent, signal: AbortSignal): Promise<Job | null> {
+    const request = { ...(held.input as Record<string, unknown>), model: held.route } as unknown as ChatCompletionRequest;
+    let text = held.text ?? '';
+    try {
+      for await (const e of this.#client.streamChatCompletions(request, {
+        idempotencyKey: held.key, signal, lastEventId: held.lastEventId ?? null,
+        onOpen: ({ jobId }) => {
+          if (jobId !== null && this.#held === held && held.jobId !== jobId) {
+            held.jobId = jobId;
+            this.#save(held);
+          }
+        },
+      })) {
+        if (signal.aborted) return null;
+        text += e.data.choices[0]?.delta.content ?? '';
+        if (this.#held === held) {
+          held.text = text;
+          held.lastEventId = e.id;
+          this.#save(held);
+        }
+        this.#set({ ...this.#snapshot, status: 'running', text });
+      }
+    } catch (error) {
+      // A job to follow (in doubt, failed): show it as the non-streaming intent would.
+      if (isOnejobClientError(error) && error.jobId !== null && this.#held === held && held.jobId === null) {
+        held.jobId = error.jobId;
+        this.#save(held);
+      }
+      throw error;
+    }
+    if (held.jobId === null) return null;
+    return this.#client.getJob(held.jobId, { signal });
+  }
+
   /** Shows `job`; a terminal job lets the key go. */
   #apply(job: Job): void {
     if (this.#held !== null && this.#held.jobId !== null && this.#held.jobId !== job.id) return;
@@ -240,7 +311,10 @@ export class IntentSession {
       this.#held = null;
       this.#remove();
     }
-    this.#set({ status: intentStatusOf(job), key: terminal ? null : (this.#held?.key ?? this.#snapshot.key), input: job.input, job, error: this.#snapshot.error });
+    this.#set({
+      status: intentStatusOf(job), key: terminal ? null : (this.#held?.key ?? this.#snapshot.key), input: this.#stream ? this.#snapshot.input : job.input, job, error: this.#snapshot.error,
+      text: this.#snapshot.text,
+    });
   }
 
   #fail(error: unknown, status?: IntentStatus): void {

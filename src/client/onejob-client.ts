@@ -13,7 +13,7 @@
  * - every failure is an {@link OnejobClientError} with the problem's `code`.
  */
 import type {
-  Attempt, ChatCompletion, ChatCompletionRequest, CreateJobRequest, Job, JobPage, ListJobsQuery, MessagesRequest,
+  Attempt, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, CreateJobRequest, Job, JobPage, ListJobsQuery, MessagesRequest,
   MessagesResponse, Problem, ResolveAttemptRequest, ResolvedAttempt, StartAttemptRequest, UsageReport,
 } from './api-shapes.ts';
 import { OnejobClientError, isOnejobClientError } from './client-error.ts';
@@ -107,6 +107,29 @@ export interface CompletionResult<T> {
   readonly jobId: string | null;
   readonly replayed: boolean;
   readonly idempotencyKey: string;
+}
+
+/** Options of {@link OnejobClient.streamChatCompletions} and {@link OnejobClient.streamMessages}. */
+export interface StreamCallOptions extends KeyedCallOptions {
+  /**
+   * Resume after this event (`Last-Event-ID`, CONTRACT §13): the id of the
+   * last event the caller already has, e.g. kept in `sessionStorage` across a
+   * page reload. Default: from the stream's start.
+   */
+  readonly lastEventId?: string | null;
+  /** Called when an answer starts (each connection), with the job that answers it. */
+  readonly onOpen?: (info: { readonly jobId: string | null; readonly replayed: boolean; readonly idempotencyKey: string }) => void;
+}
+
+/**
+ * One event of a job's stream: its SSE `id` (pass it as `lastEventId` to
+ * resume after it), its SSE `event` name (Anthropic's types; null on chat),
+ * and its parsed `data`.
+ */
+export interface StreamedEvent<T = unknown> {
+  readonly id: string | null;
+  readonly event: string | null;
+  readonly data: T;
 }
 
 /** A request the transport sends. */
@@ -300,6 +323,114 @@ export class OnejobClient {
     return this.#completion<MessagesResponse>('/v1/messages', request, options, this.#token === null ? {} : { 'x-api-key': this.#token });
   }
 
+  /**
+   * `POST /v1/chat/completions` with `stream: true`: the job's
+   * `chat.completion.chunk`s, one key for the whole call. A connection that
+   * breaks (no answer, a cut body) is resumed by itself with the same key
+   * and the last event id it saw (CONTRACT §13), so what the loop receives,
+   * across any number of reconnects, is the job's result, once (up to
+   * `retry.maxRetries` reconnects in a row without an event). A stream that
+   * the server ends with `event: error` throws its code (`job_failed`,
+   * `attempt_in_doubt`, …) with the job id; so do the non-streaming answers
+   * (409, 502) given before the first event.
+   *
+   * @example
+   * for await (const e of onejob.streamChatCompletions({ model: 'summarize', messages }, { idempotencyKey })) {
+   *   text += e.data.choices[0]?.delta.content ?? '';
+   *   sessionStorage.setItem('last-id', e.id ?? ''); // resume after a reload: { lastEventId }
+   * }
+   */
+  streamChatCompletions(request: ChatCompletionRequest, options: StreamCallOptions = {}): AsyncGenerator<StreamedEvent<ChatCompletionChunk>> {
+    return this.#stream<ChatCompletionChunk>('/v1/chat/completions', { ...request, stream: true }, options, {});
+  }
+
+  /** `POST /v1/messages` with `stream: true` (Anthropic's events), resumed like {@link streamChatCompletions}. */
+  streamMessages(request: MessagesRequest, options: StreamCallOptions = {}): AsyncGenerator<StreamedEvent<Record<string, unknown>>> {
+    return this.#stream<Record<string, unknown>>('/v1/messages', { ...request, stream: true }, options, this.#token === null ? {} : { 'x-api-key': this.#token });
+  }
+
+  async *#stream<T>(path: string, body: unknown, options: StreamCallOptions, extra: Record<string, string>): AsyncGenerator<StreamedEvent<T>> {
+    const idempotencyKey = options.idempotencyKey ?? newIntentKey();
+    const signal = options.signal;
+    const headers: Record<string, string> = { accept: 'text/event-stream', ...this.#headers, ...extra, 'content-type': 'application/json', 'idempotency-key': idempotencyKey };
+    if (this.#token !== null) headers.authorization = `Bearer ${this.#token}`;
+    const payload = JSON.stringify(body);
+    let lastEventId = options.lastEventId ?? null;
+    let jobId: string | null = null;
+    /** Connections in a row that brought no event. */
+    let fruitless = 0;
+    for (let tries = 1; ; tries++) {
+      const reconnect = async (cause: unknown, what: string): Promise<void> => {
+        if (signal?.aborted) throw aborted(signal, idempotencyKey, tries);
+        if (++fruitless > this.#policy.maxRetries) {
+          throw new OnejobClientError('network_error', `POST ${path}: ${what} (${describe(cause)})`, { cause, idempotencyKey, jobId, tries });
+        }
+        await this.#pause(backoffMs(fruitless, this.#policy), signal, idempotencyKey);
+      };
+      let res: Response;
+      try {
+        res = await this.#fetch(`${this.#baseUrl}${path}`, { method: 'POST', headers: lastEventId === null ? headers : { ...headers, 'last-event-id': lastEventId }, body: payload, signal });
+      } catch (cause) {
+        await reconnect(cause, 'no answer');
+        continue;
+      }
+      jobId = res.headers.get(JOB_ID_HEADER) ?? jobId;
+      if (!res.ok || !(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+        let text = '';
+        try {
+          text = await res.text();
+        } catch (cause) {
+          await reconnect(cause, 'the answer was cut');
+          continue;
+        }
+        const spec: CallSpec = { method: 'POST', path, body, idempotencyKey, safety: 'idempotent', signal };
+        const error = res.ok
+          ? new OnejobClientError('invalid_response', `POST ${path}: ${res.status} is not an event stream`, { status: res.status, idempotencyKey, jobId, tries })
+          : errorOf(spec, res, text, idempotencyKey, tries);
+        const waitMs = error.code === 'attempt_in_flight' && error.status === 409
+          ? (error.retryAfterMs ?? 1000)
+          : tries <= this.#policy.maxRetries && isRetryableStatus(res.status, 'idempotent', res.headers) ? (error.retryAfterMs ?? backoffMs(tries, this.#policy)) : null;
+        if (waitMs !== null && waitMs <= this.#policy.maxRetryAfterMs) {
+          await this.#pause(waitMs, signal, idempotencyKey);
+          continue;
+        }
+        throw error;
+      }
+      options.onOpen?.({ jobId, replayed: res.headers.get(REPLAYED_HEADER) === 'true', idempotencyKey });
+      let ended = false;
+      try {
+        for await (const e of sseEvents(res.body!)) {
+          if (e.event === 'error') {
+            const err = (parseJson(e.data) as { error?: { code?: unknown; message?: unknown; job_id?: unknown } } | null)?.error ?? {};
+            throw new OnejobClientError(typeof err.code === 'string' ? err.code : 'stream_error', typeof err.message === 'string' ? err.message : 'the stream ended with an error', {
+              idempotencyKey, jobId: typeof err.job_id === 'string' ? err.job_id : jobId, status: res.status, tries,
+            });
+          }
+          if (e.id !== null) lastEventId = e.id;
+          fruitless = 0;
+          if (e.data === '[DONE]') {
+            ended = true;
+            break;
+          }
+          const data = parseJson(e.data);
+          if (data === undefined) throw new OnejobClientError('invalid_response', `POST ${path}: an event whose data is not JSON`, { idempotencyKey, jobId, tries });
+          yield { id: e.id, event: e.event, data: data as T };
+          if (e.event === 'message_stop') {
+            ended = true;
+            break;
+          }
+        }
+      } catch (cause) {
+        if (isOnejobClientError(cause)) throw cause;
+        await reconnect(cause, 'the stream broke');
+        continue;
+      }
+      if (ended) return;
+      // The body ended without the stream's end: the connection was cut. Resume after the last event.
+      await reconnect(new Error('the stream ended early'), 'the stream broke');
+    }
+  }
+
   async #completion<T>(path: string, body: unknown, options: CompletionCallOptions, headers: Record<string, string>): Promise<CompletionResult<T>> {
     const idempotencyKey = options.idempotencyKey ?? newIntentKey();
     const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
@@ -422,6 +553,49 @@ function describe(cause: unknown): string {
     return inner instanceof Error ? `${cause.message}: ${inner.message}` : cause.message;
   }
   return String(cause);
+}
+
+/** JSON.parse, or undefined. */
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The events of a text/event-stream body (comments skipped). */
+async function* sseEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ id: string | null; event: string | null; data: string }> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  try {
+    for (;;) {
+      const r = await reader.read();
+      if (r.done) return;
+      buffer += decoder.decode(r.value, { stream: true }).replace(/\r\n?/g, '\n');
+      for (let i = buffer.indexOf('\n\n'); i >= 0; i = buffer.indexOf('\n\n')) {
+        const block = buffer.slice(0, i);
+        buffer = buffer.slice(i + 2);
+        let id: string | null = null;
+        let event: string | null = null;
+        const data: string[] = [];
+        for (const line of block.split('\n')) {
+          if (line === '' || line.startsWith(':')) continue;
+          const colon = line.indexOf(':');
+          const field = colon < 0 ? line : line.slice(0, colon);
+          const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+          if (field === 'id') id = value;
+          else if (field === 'event') event = value;
+          else if (field === 'data') data.push(value);
+        }
+        if (data.length > 0) yield { id, event, data: data.join('\n') };
+      }
+    }
+  } finally {
+    reader.releaseLock();
+    await body.cancel().catch(() => undefined);
+  }
 }
 
 function aborted(signal: AbortSignal, key: string | null, tries: number): OnejobClientError {

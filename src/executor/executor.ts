@@ -466,7 +466,7 @@ export class Executor {
           this.events.emit('attempt:stream_claim', attempt, { claimed });
           if (claimed) {
             log?.debug('job stream claimed');
-            writer = this.#o.streamHub.open(job.id, attempt.id);
+            writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number, log: this.#o.store });
             for (const e of early.splice(0)) writer.push(e);
             // Every other attempt of the job here stops: it can never win now.
             for (const other of this.#inFlight.values()) if (other !== f && other.job.id === job.id && other.job.ownerId === job.ownerId) this.#stopFlight(other, 'succeeded');

@@ -214,6 +214,18 @@ export const createJobHeaders = {
   },
 } as const;
 
+/** Headers of the streaming endpoints (`/v1/chat/completions`, `/v1/messages`): the create headers and `Last-Event-ID` (CONTRACT §13). */
+export const streamingJobHeaders = {
+  type: 'object',
+  properties: {
+    ...createJobHeaders.properties,
+    'last-event-id': {
+      type: 'string',
+      description: 'With `stream: true` on a duplicate (same key and body): only the events after this SSE id are sent, live or from the stored stream (CONTRACT §13).',
+    },
+  },
+} as const;
+
 /** Query of `GET /v1/jobs/{id}`. */
 export const getJobQuery = {
   type: 'object',

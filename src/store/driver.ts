@@ -338,6 +338,18 @@ export interface DriverQueries {
   /** The attempt holding the job's stream (`stream_attempt_id`), or null. */
   jobStreamOwner(ownerId: string, id: string): Promise<string | null>;
   /**
+   * Appends one batch of a job's stream (migration 0011, CONTRACT §13), in
+   * one statement; PostgreSQL also sends `NOTIFY onejob_stream '<job id>'`
+   * (delivered at commit). Fails (unique violation) if the batch exists.
+   */
+  streamBatchInsert(row: StreamBatchRow): Promise<void>;
+  /**
+   * A job's stored stream batches, by attempt number then `seq`: those of
+   * attempt `attemptNumber` (every attempt's when null) whose last event is
+   * after `afterSeq`.
+   */
+  streamBatchList(ownerId: string, jobId: string, attemptNumber: number | null, afterSeq: number): Promise<StreamBatchRow[]>;
+  /**
    * Jobs in state `queued`, oldest first, locked for this transaction
    * (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent executors take
    * different jobs). Only inside a transaction.
@@ -486,8 +498,30 @@ export interface Driver {
    * rely on their periodic re-check.
    */
   onJobNotification(listener: (ownerId: string, jobId: string, state: JobState) => void): Promise<(() => Promise<void>) | null>;
+  /**
+   * Calls `listener` with the job id of every stream batch appended by
+   * another process (PostgreSQL: `onejob_stream`; those of this driver's own
+   * connections are left out, the store announces its own). Null where the
+   * engine has no cross-process signal (SQLite): readers then poll.
+   */
+  onStreamNotification(listener: (jobId: string) => void): Promise<(() => Promise<void>) | null>;
   /** Closes every connection. */
   close(): Promise<void>;
+}
+
+/**
+ * One batch of a job's stream as stored (migration 0011): the events of
+ * attempt `attemptNumber`'s stream numbered `seq - n + 1` … `seq`, n the
+ * length of `events` (a JSON array, opaque to the drivers).
+ */
+export interface StreamBatchRow {
+  readonly ownerId: string;
+  readonly jobId: string;
+  readonly attemptNumber: number;
+  /** The number of the batch's last event within the attempt's stream (from 1). */
+  readonly seq: number;
+  /** The batch's events, a JSON array. */
+  readonly events: string;
 }
 
 /** Re-exported for drivers. */

@@ -24,7 +24,7 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedErro
 import type { TokenUsage } from '../core/usage.ts';
 import { Insights, type RecordLateUsageParams } from './insights.ts';
 import { withAttempts } from './with-attempts.ts';
-import type { CertificationRow, Driver, DriverQueries, EventInsertRow, JobInsertRow, MigrationResult } from './driver.ts';
+import type { CertificationRow, Driver, DriverQueries, EventInsertRow, JobInsertRow, MigrationResult, StreamBatchRow } from './driver.ts';
 import { isCertificationBound } from './store.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type {
@@ -85,6 +85,8 @@ export class JobStore implements Store {
   #notifyPending = false;
   /** The subscription to other processes' job changes (see {@link #listenToOtherProcesses}). */
   #jobNotifications: Promise<(() => Promise<void>) | null> | null = null;
+  /** The subscription to other processes' stream batches (see {@link onStreamAppended}). */
+  #streamNotifications: Promise<(() => Promise<void>) | null> | null = null;
   #closing = false;
 
   /** The read model: search, usage totals, the owner's event tail (see `store/insights.ts`). */
@@ -608,11 +610,36 @@ export class JobStore implements Store {
       });
   }
 
+  async appendStreamBatch(row: StreamBatchRow): Promise<void> {
+    await this.#driver.queries.streamBatchInsert(row);
+    this.#changes.emit('stream', row.jobId);
+  }
+
+  readStreamBatches(ownerId: string, jobId: string, attemptNumber: number | null, afterSeq: number): Promise<StreamBatchRow[]> {
+    return this.#driver.queries.streamBatchList(ownerId, jobId, attemptNumber, afterSeq);
+  }
+
+  onStreamAppended(listener: (jobId: string) => void): () => void {
+    this.#changes.on('stream', listener);
+    if (this.#streamNotifications === null && !this.#closing) {
+      // Once per store; a failed subscription is tried again by the next reader (readers re-read meanwhile).
+      this.#streamNotifications = this.#driver
+        .onStreamNotification((jobId) => this.#changes.emit('stream', jobId))
+        .catch(() => {
+          this.#streamNotifications = null;
+          return null;
+        });
+    }
+    return () => this.#changes.off('stream', listener);
+  }
+
   async close(): Promise<void> {
     this.#closing = true;
     this.#changes.removeAllListeners();
     const off = await this.#jobNotifications;
     await off?.().catch(() => undefined);
+    const offStreams = await this.#streamNotifications;
+    await offStreams?.().catch(() => undefined);
     return this.#driver.close();
   }
 

@@ -9,7 +9,7 @@
 import type { EligibilityCheck, RetryRequest } from '../core/job-rules.ts';
 import type { JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError } from '../core/types.ts';
-import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult } from './driver.ts';
+import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult, StreamBatchRow } from './driver.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { Insights, RecordLateUsageParams } from './insights.ts';
 import type { keylessIdempotencyKey } from '../core/fingerprint.ts';
@@ -374,6 +374,20 @@ export interface Store {
    * unsubscribe function.
    */
   onJobChanged(listener: JobChangeListener): () => void;
+  /**
+   * Appends one batch of a job's stream (CONTRACT §13, migration 0011) and
+   * announces it: to this store's {@link onStreamAppended} listeners at once,
+   * to other processes' through the database where it can (PostgreSQL).
+   */
+  appendStreamBatch(row: StreamBatchRow): Promise<void>;
+  /** A job's stored stream batches (see `DriverQueries.streamBatchList`). */
+  readStreamBatches(ownerId: string, jobId: string, attemptNumber: number | null, afterSeq: number): Promise<StreamBatchRow[]>;
+  /**
+   * Calls `listener` with the job id of every stream batch appended through
+   * this store or, on PostgreSQL, by another process. Returns an unsubscribe
+   * function. Notifications can be missed (a reconnect): readers re-read too.
+   */
+  onStreamAppended(listener: (jobId: string) => void): () => void;
   close(): Promise<void>;
 
   /** Records a verify verdict for (provider, model, contract fingerprint); the latest one replaces earlier ones. */

@@ -16,7 +16,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { OnejobClient, type Job } from '../../src/client/index.ts';
 import type { FakeProvider } from '../../src/testing/index.ts';
-import { startSummarizeExample, type SummarizeExample } from '../../examples/summarize/start-example.ts';
+import { STORYTELLER_SCRIPT, startSummarizeExample, type SummarizeExample } from '../../examples/summarize/start-example.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SKIP_REASON = existsSync(CHROMIUM) ? null : `${CHROMIUM} is absent: install it with \`apt-get install -y chromium\` (CI: .ci/run must)`;
@@ -144,6 +144,28 @@ describe.skipIf(SKIP_REASON !== null)(`useIntent() in headless Chromium on examp
     expect(creates).toHaveLength(2);
     expect(creates[1]).not.toBe(key);
     expect(await newJobs()).toHaveLength(2);
+  });
+
+  it('a reload in the middle of a streamed answer: the text goes on from where it was, it does not start again', async () => {
+    const streams: (string | null)[] = [];
+    const watch = (p: Page) => p.on('request', (r) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/chat/completions') streams.push(r.headers()['last-event-id'] ?? null);
+    });
+    watch(page);
+    await page.click('#story');
+    await page.locator('[data-testid=story-text]', { hasText: /fox jumped/ }).waitFor({ timeout: 30_000 });
+    const before = await text('story-text');
+    await page.reload();
+    // At once, before any new event: the text kept with the held intent.
+    await page.locator('[data-testid=story-text]').waitFor();
+    expect((await text('story-text')).startsWith(before.trim())).toBe(true);
+    await page.locator('[data-testid=story-status]', { hasText: /^done$/ }).waitFor({ timeout: 30_000 });
+    const story = STORYTELLER_SCRIPT.default!.chunks!.join('');
+    expect(await text('story-text')).toBe(story.trim());
+    // The reloaded page resumed after the last event it had (React may mount it twice): it never asked from the start again.
+    expect(streams.length).toBeGreaterThanOrEqual(2);
+    expect(streams[0]).toBeNull();
+    for (const id of streams.slice(1)) expect(id).toMatch(/^1-\d+$/);
   });
 
   it('the problem statement: a stalled first request, a reload, a click, "Try the fallback": one job, two attempts, one call each', async () => {

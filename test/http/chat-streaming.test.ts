@@ -21,6 +21,9 @@ const OWNER = 'alice';
 const messages = [{ role: 'user' as const, content: 'Tell me about streams.' }];
 const SCHEMA = { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } };
 
+/** An SSE event without its `id:` line (CONTRACT §13: every event has one). */
+const withoutId = (e: string): string => e.replace(/^id: [^\n]*\n/, '');
+
 async function listen(app: FastifyInstance): Promise<string> {
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
@@ -242,7 +245,7 @@ for (const db of TEST_DATABASES) {
       const text = await res.text();
       expect(text).toContain('"content":"cut "');
       expect(text).not.toContain('[DONE]');
-      const events = text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':'));
+      const events = text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':')).map(withoutId);
       const last = events.at(-1)!;
       expect(last.startsWith('event: error\ndata: ')).toBe(true);
       const data = JSON.parse(last.slice('event: error\ndata: '.length)) as { error: { code: string; message: string; job_id: string } };
@@ -280,7 +283,7 @@ for (const db of TEST_DATABASES) {
       expect(seen).not.toContain('data:');
       primaryFake.release(`g-${key}`);
       for (let r = await reader.read(); !r.done; r = await reader.read()) seen += decoder.decode(r.value, { stream: true });
-      const datas = seen.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+      const datas = seen.split('\n\n').map(withoutId).filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
       expect(datas.at(-1)).toBe('[DONE]');
       const text = datas.slice(0, -1).map((d) => (JSON.parse(d) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? '').join('');
       expect(text).toBe('after the wait');

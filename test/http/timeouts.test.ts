@@ -106,7 +106,7 @@ for (const db of TEST_DATABASES) {
       throw new Error('condition never held');
     }
     /** The SSE events of a whole response body, comments left out. */
-    const eventsOf = (text: string) => text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':'));
+    const eventsOf = (text: string) => text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':')).map((e) => e.replace(/^id: [^\n]*\n/, '')); // CONTRACT §13: every event has an id
     const contentOf = (events: readonly string[]) =>
       events
         .filter((e) => e.startsWith('data: {'))

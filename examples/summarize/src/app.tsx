@@ -70,7 +70,32 @@ export function App() {
           {content}
         </blockquote>
       )}
+      <Story />
     </main>
+  );
+}
+
+/**
+ * A streamed answer: `useIntent({ stream: true })` shows the text as it
+ * arrives and keeps it, with the id of the last event, across a reload:
+ * reload mid-answer and the text continues where it was, it does not restart.
+ */
+function Story() {
+  const story = useIntent({ client, route: 'story', name: 'story', stream: true });
+  return (
+    <section style={{ marginTop: '2rem' }}>
+      <h2 style={{ marginBottom: 0 }}>Tell a story (streamed)</h2>
+      <p style={{ color: '#555', marginTop: 4 }}>Reload the page in the middle of the story: it goes on from where it was.</p>
+      <p style={{ display: 'flex', gap: 8 }}>
+        <button id="story" onClick={() => story.start({ messages: [{ role: 'user', content: 'Tell me a story.' }] })}>Tell a story</button>
+        <button id="story-reset" onClick={() => story.reset()}>New story</button>
+        <span>Status: <strong data-testid="story-status">{story.status}</strong></span>
+      </p>
+      {story.error !== null && <p data-testid="story-error"><code>{story.error.code}</code>: {story.error.message}</p>}
+      <blockquote data-testid="story-text" style={{ borderLeft: '4px solid #37a', margin: 0, padding: '4px 12px', minHeight: '1.4em' }}>
+        {story.text}
+      </blockquote>
+    </section>
   );
 }
 

@@ -10,13 +10,13 @@
  * OpenAI-style `error` member, so the OpenAI SDKs surface onejob's `code`.
  */
 import type { FastifyInstance } from 'fastify';
-import { bearerSecurity, chatCompletionBody, createJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
+import { bearerSecurity, chatCompletionBody, streamingJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
 import { gatewayBodyLimit } from '../body-limits.ts';
 import { chatCompletionOf } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
-import { streamJobResponse } from '../job-stream.ts';
+import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
 import { creationKeyOf, IDEMPOTENCY_KEY_HEADER } from './job-routes.ts';
 
 /** Options of the chat completions endpoint. */
@@ -61,9 +61,10 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
         'definitely. 409 `job_finished`: the job was cancelled. 409 `attempt_in_flight` (with `Retry-After`): still running when the',
         'server-side wait ended; retry with the same key. Job-bound answers carry `Onejob-Job-Id`. With `stream: true`: the same answers while',
         'nothing was sent, then `200 text/event-stream` (`chat.completion.chunk` events, `data: [DONE]`; a break ends with `event: error`).',
+        'Every event has an SSE `id:`; a duplicate with `Last-Event-ID` receives only the events after it (CONTRACT §13).',
       ].join(' '),
       security: bearerSecurity,
-      headers: createJobHeaders,
+      headers: streamingJobHeaders,
       body: chatCompletionBody,
       response: {
         200: { description: 'The completion, in OpenAI `chat.completion` shape.', $ref: 'ChatCompletion#' },
@@ -97,6 +98,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
           includeUsage: streamOptions?.include_usage === true,
           buffered: outputSchema !== undefined && outputSchema !== null,
           maxWaitMs, keepAliveMs: options.keepAliveMs, hub: options.streamHub ?? defaultStreamHub, start: created.start,
+          cursor: created.replayed === 'true' ? lastEventIdCursor(request) : null,
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: created.replayed });

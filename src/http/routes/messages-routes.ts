@@ -14,10 +14,10 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { chatResultToMessagesResponse, messagesRequestToChatInput } from '../../protocols/anthropic-messages.ts';
-import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
+import { bearerSecurity, streamingJobHeaders, errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
 import { gatewayBodyLimit } from '../body-limits.ts';
-import { streamJobResponse } from '../job-stream.ts';
+import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { DEFAULT_CHAT_RETRY_AFTER_MS, type ChatRoutesOptions } from './chat-routes.ts';
 import { creationKeyOf, IDEMPOTENCY_KEY_HEADER } from './job-routes.ts';
@@ -110,7 +110,7 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
         '`{"type":"error","error":{"type","message"},"code"}` with the same status and `code`. Streaming is not yet supported here.',
       ].join(' '),
       security: bearerSecurity,
-      headers: createJobHeaders,
+      headers: streamingJobHeaders,
       body: messagesBody,
       response: {
         200: { description: 'The message, in Anthropic `message` shape.', type: 'object', additionalProperties: true },
@@ -147,6 +147,8 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
         const r = await streamJobResponse({
           ctx, request, reply, job: job.job, encoder: 'messages', model: translated.model, id: messageId(job.job.id),
           buffered: outputSchema !== undefined && outputSchema !== null, maxWaitMs, start: job.start,
+          keepAliveMs: options.keepAliveMs, hub: options.streamHub,
+          cursor: job.replayed === 'true' ? lastEventIdCursor(request) : null,
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: job.replayed });

@@ -887,5 +887,27 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect((await store.readiness()).ok).toBe(true);
       });
     });
+
+    describe('stored streams (CONTRACT §13)', () => {
+      it('batches read back in order, per attempt, after a seq, for their owner only; an append is announced; a batch is written once', async () => {
+        const { job } = await create('stream-batches');
+        const heard: string[] = [];
+        const off = store.onStreamAppended((id) => heard.push(id));
+        const row = (attemptNumber: number, seq: number, events: unknown[]) => ({ ownerId: OWNER, jobId: job.id, attemptNumber, seq, events: JSON.stringify(events) });
+        await store.appendStreamBatch(row(1, 1, [{ d: { type: 'text', text: 'a' } }]));
+        await store.appendStreamBatch(row(1, 3, [{ d: { type: 'text', text: 'b' } }, { d: { type: 'text', text: 'c' } }]));
+        await store.appendStreamBatch(row(2, 1, [{ end: 'ok' }]));
+        off();
+        expect(heard).toEqual([job.id, job.id, job.id]);
+        const all = await store.readStreamBatches(OWNER, job.id, null, 0);
+        expect(all.map((b) => [b.attemptNumber, b.seq])).toEqual([[1, 1], [1, 3], [2, 1]]);
+        expect(JSON.parse(all[1]!.events)).toEqual([{ d: { type: 'text', text: 'b' } }, { d: { type: 'text', text: 'c' } }]);
+        expect((await store.readStreamBatches(OWNER, job.id, 1, 1)).map((b) => b.seq)).toEqual([3]);
+        expect((await store.readStreamBatches(OWNER, job.id, 1, 2)).map((b) => b.seq)).toEqual([3]);
+        expect(await store.readStreamBatches(OWNER, job.id, 1, 3)).toEqual([]);
+        expect(await store.readStreamBatches('bob', job.id, null, 0)).toEqual([]);
+        expect(await store.appendStreamBatch(row(1, 3, [{ end: 'ok' }])).then(() => 'written', () => 'refused')).toBe('refused');
+      });
+    });
   });
 }

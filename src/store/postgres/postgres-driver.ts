@@ -28,6 +28,7 @@ import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
 import * as fast from './fast-path-queries.ts';
 import * as retention from './retention-queries.ts';
+import * as streams from './stream-queries.ts';
 import type { InsightQueries } from '../insight-queries.ts';
 import { insightQueriesOn } from './insight-queries.ts';
 import { JobInsertBatcher } from './job-insert-batcher.ts';
@@ -181,6 +182,8 @@ function queriesOn(db: Queryable): DriverQueries {
     jobFinish: (params) => jobs.jobFinish(db, params),
     jobStreamClaim: (params) => jobs.jobStreamClaim(db, params),
     jobStreamOwner: (ownerId, id) => jobs.jobStreamOwner(db, ownerId, id),
+    streamBatchInsert: (row) => streams.streamBatchInsert(db, row),
+    streamBatchList: (ownerId, jobId, attemptNumber, afterSeq) => streams.streamBatchList(db, ownerId, jobId, attemptNumber, afterSeq),
     jobListQueuedForUpdate: (limit) => jobs.jobListQueuedForUpdate(db, limit),
     attemptInsert: (row) => attempts.attemptInsert(db, row),
     attemptListByJob: (ownerId, jobId) => attempts.attemptListByJob(db, ownerId, jobId),
@@ -513,6 +516,21 @@ export class PostgresDriver implements Driver {
       if (payload === undefined || (backend !== undefined && this.#ownBackends.has(backend))) return;
       const parsed = parseJobPayload(payload);
       if (parsed) listener(parsed[0], parsed[1], parsed[2]);
+    });
+  }
+
+  /**
+   * Calls `listener` with the job id of every `onejob_stream` notification (a
+   * stream batch appended, committed) sent by another process; one from this
+   * pool's own backends is dropped (its store already told its listeners).
+   * Shares the LISTEN connection of {@link onWork}; after a reconnect readers'
+   * periodic re-read covers what was missed.
+   */
+  async onStreamNotification(listener: (jobId: string) => void): Promise<() => Promise<void>> {
+    if (this.#closed) throw new OnejobError('database_unavailable', 'the PostgreSQL driver is closed');
+    return this.#listener.subscribe(streams.STREAM_CHANNEL, (payload, backend) => {
+      if (payload === undefined || (backend !== undefined && this.#ownBackends.has(backend))) return;
+      listener(payload);
     });
   }
 

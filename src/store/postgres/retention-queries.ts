@@ -24,7 +24,7 @@ RETURNING holder`,
    * One batch: the oldest terminal jobs past the cutoff (jobs_finished_idx),
    * locked (a concurrent settle of a loser waits; SKIP LOCKED leaves rows
    * another transaction holds for the next sweep), without an attempt still
-   * in flight; then their events, attempts and the jobs themselves. The
+   * in flight; then their events, stored streams (CONTRACT §13), attempts and the jobs themselves. The
    * foreign key attempts → jobs is checked at the end of the statement, when
    * all three deletes are done.
    */
@@ -40,6 +40,8 @@ RETURNING holder`,
   FOR UPDATE OF j SKIP LOCKED
 ), gone_events AS (
   DELETE FROM job_events e USING doomed d WHERE e.owner_id = d.owner_id AND e.job_id = d.id RETURNING 1
+), gone_stream AS (
+  DELETE FROM stream_events s USING doomed d WHERE s.owner_id = d.owner_id AND s.job_id = d.id RETURNING 1
 ), gone_attempts AS (
   DELETE FROM attempts a USING doomed d WHERE a.owner_id = d.owner_id AND a.job_id = d.id RETURNING 1
 ), gone_jobs AS (

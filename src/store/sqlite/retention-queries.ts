@@ -36,5 +36,7 @@ LIMIT @limit`;
 /** The states of the batch's jobs, counted. */
 export const RETENTION_COUNT = `SELECT state, count(*) AS n FROM jobs WHERE (owner_id, id) IN (${DOOMED}) GROUP BY state`;
 export const RETENTION_DELETE_EVENTS = `DELETE FROM job_events WHERE (owner_id, job_id) IN (${DOOMED})`;
+/** A deleted job's stored stream goes with it (CONTRACT §13). */
+export const RETENTION_DELETE_STREAM = `DELETE FROM stream_events WHERE (owner_id, job_id) IN (${DOOMED})`;
 export const RETENTION_DELETE_ATTEMPTS = `DELETE FROM attempts WHERE (owner_id, job_id) IN (${DOOMED})`;
 export const RETENTION_DELETE_JOBS = `DELETE FROM jobs WHERE (owner_id, id) IN (${DOOMED})`;

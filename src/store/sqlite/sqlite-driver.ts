@@ -45,6 +45,7 @@ import * as A from './attempt-queries.ts';
 import * as AD from './admin-queries.ts';
 import * as C from './certification-queries.ts';
 import * as R from './retention-queries.ts';
+import * as S from './stream-queries.ts';
 import * as E from './event-queries.ts';
 import * as J from './job-queries.ts';
 import type { InsightQueries } from '../insight-queries.ts';
@@ -374,6 +375,11 @@ class SqliteDriver implements Driver {
     return null;
   }
 
+  async onStreamNotification(): Promise<null> {
+    // No cross-process signal: a stream's readers elsewhere re-read its batches periodically.
+    return null;
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -557,6 +563,11 @@ class SqliteDriver implements Driver {
           result: json(p.result), error: p.error === null ? null : json(p.error), skipped: json(p.skipped), now: p.now.getTime(),
         })) === 1,
       jobStreamOwner: async (ownerId, id) => ((await get(J.JOB_STREAM_OWNER, ownerId, id))?.stream_attempt_id as string | null | undefined) ?? null,
+      streamBatchInsert: async (r) => void (await run(S.STREAM_BATCH_INSERT, { ownerId: r.ownerId, jobId: r.jobId, attemptNumber: r.attemptNumber, seq: r.seq, events: r.events })),
+      streamBatchList: async (ownerId, jobId, attemptNumber, afterSeq) =>
+        (await all(S.STREAM_BATCH_LIST, { ownerId, jobId, attemptNumber, afterSeq })).map((r) => ({
+          ownerId: String(r.owner_id), jobId: String(r.job_id), attemptNumber: Number(r.attempt_number), seq: Number(r.seq), events: String(r.events),
+        })),
       jobListQueuedForUpdate: async (limit) => (await all(J.JOB_LIST_QUEUED, limit)).map(toJob),
 
       attemptInsert: async (r: AttemptInsertRow) => {
@@ -608,6 +619,7 @@ class SqliteDriver implements Driver {
         const jobsByState: Record<string, number> = {};
         for (const r of await all(R.RETENTION_COUNT, args)) jobsByState[String(r.state)] = Number(r.n);
         const events = await run(R.RETENTION_DELETE_EVENTS, args);
+        await run(R.RETENTION_DELETE_STREAM, args);
         const attempts = await run(R.RETENTION_DELETE_ATTEMPTS, args);
         const jobs = await run(R.RETENTION_DELETE_JOBS, args);
         return { jobsByState, jobs, attempts, events };
