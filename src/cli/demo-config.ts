@@ -18,7 +18,9 @@ export function isUnconfigured(config: OnejobConfig): boolean {
  * (embedded fake servers speaking the OpenAI and Anthropic protocols). The
  * primary answers in 200 ms, hangs past its 3 s deadline when a message says
  * "hang", and answers 503 (overloaded: a definite failure) when it says
- * "fail"; the fallback always answers.
+ * "fail"; the fallback always answers. Both answer a request with tools
+ * with a tool call and one with a JSON schema with JSON that fits it
+ * (`fitRequest`), and have prices, so usage and spend are not $0.
  */
 export function withDemo(config: OnejobConfig): OnejobConfig {
   return {
@@ -27,17 +29,20 @@ export function withDemo(config: OnejobConfig): OnejobConfig {
     providers: {
       primary: {
         type: 'fake', protocol: 'openai', model: 'demo-primary', apiKey: null, timeoutMs: 3000, idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS, maxDurationMs: null,
+        // Prices of a mid-size model, so that the dashboard's Spend page shows what a day of calls costs.
+        pricing: { inputPerMTok: 2.5, outputPerMTok: 10 },
         script: {
           rules: [
             { match: { contains: 'hang' }, behaviour: { hang: true } },
             { match: { contains: 'fail' }, behaviour: { status: 503 } },
           ],
-          default: { delayMs: 200 },
+          default: { delayMs: 200, fitRequest: true },
         },
       },
       fallback: {
         type: 'fake', protocol: 'anthropic', model: 'demo-fallback', apiKey: null, timeoutMs: 3000, idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS, maxDurationMs: null,
-        script: { default: { delayMs: 100 } },
+        pricing: { inputPerMTok: 3, outputPerMTok: 15 },
+        script: { default: { delayMs: 100, fitRequest: true } },
       },
     },
     routes: { demo: { providers: ['primary', 'fallback'], hedgeAfterMs: null, contract: null } },
@@ -50,6 +55,12 @@ export function demoBanner(url: string, token: string): string[] {
   return [
     '',
     `onejob demo: no config found, serving route "demo" on two embedded fake providers at ${url}`,
+    '',
+    `  dashboard:      ${url}/ui/  (sign in with the token ${token})`,
+    `  OpenAI SDK:     new OpenAI({ baseURL: '${url}/v1', apiKey: '${token}', fetch: intentFetch() }), model 'demo'`,
+    `  Anthropic SDK:  new Anthropic({ baseURL: '${url}', apiKey: '${token}', fetch: intentFetch() }), model 'demo'`,
+    "                  (import { intentFetch } from 'onejob/client': one Idempotency-Key per call, kept across the SDK's retries)",
+    '  (the fakes answer a request with tools with a tool call, one with a JSON schema with JSON that fits it)',
     '',
     '  # a job (the primary answers in 200 ms):',
     `  curl -s ${url}/v1/jobs ${auth} -H 'Idempotency-Key: demo-1' -H 'Content-Type: application/json' \\`,

@@ -7,7 +7,7 @@
  * Run through `bin/onejob`, which registers tsx so no build is needed.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { pino } from 'pino';
+import { createCliLogger } from './cli-logger.ts';
 import { LOOPBACK_HOST, loadConfig, type OnejobConfig } from '../config/config.ts';
 import { compileRouteContracts, RouteGates } from '../runtime/route-gates.ts';
 import { RetentionSweeper } from '../runtime/retention-sweeper.ts';
@@ -175,7 +175,7 @@ Examples:
       const loaded = await open(io, opts.config ?? program.opts().config, true);
       const demo = isUnconfigured(loaded.config);
       const config = demo ? withDemo(loaded.config) : loaded.config;
-      const logger = pino({ level: io.env.LOG_LEVEL ?? 'info', base: { service: 'onejob' } });
+      const logger = await createCliLogger({ service: 'onejob', env: io.env });
       const token = Object.keys(config.apiKeys)[0] ?? DEMO_TOKEN;
       const tracing = await startTracing(io.env, 'onejob');
       if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
@@ -217,7 +217,7 @@ Examples:
     )
     .action(async (opts: { config?: string; count: number; concurrency?: number; leaseMs?: number; metricsPort?: number; metricsHost?: string }) => {
       const { config, store } = await open(io, opts.config ?? program.opts().config, true);
-      const logger = pino({ level: io.env.LOG_LEVEL ?? 'info', base: { service: 'onejob-executor' } });
+      const logger = await createCliLogger({ service: 'onejob-executor', env: io.env });
       const tracing = await startTracing(io.env, 'onejob-executor');
       if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
       const { runExecutorProcess } = await import('./serve-command.ts');

@@ -125,7 +125,9 @@ export async function runServe(o: ServeOptions): Promise<void> {
     await o.onClose?.();
   });
   // Only now: whoever waits for the banner may signal at once, and must find the handlers installed.
-  for (const line of o.banner?.(url) ?? []) process.stderr.write(`${line}\n`);
+  // One write: no log line can land between the banner's lines.
+  const banner = o.banner?.(url) ?? [];
+  if (banner.length > 0) process.stderr.write(`${banner.join('\n')}\n`);
 }
 
 /** Options of {@link runExecutorProcess}. */

@@ -66,8 +66,11 @@ interface Call {
  * import { intentFetch } from 'onejob/client';
  * const openai = new OpenAI({ baseURL: 'http://127.0.0.1:8080/v1', apiKey: token, fetch: intentFetch() });
  * await openai.chat.completions.create({ model: 'summarize', messages }); // one job, whatever the retries
+ * // a fetch of your own (a proxy agent, a logger) is wrapped the same way:
+ * new OpenAI({ baseURL, apiKey: token, fetch: intentFetch(myFetch) }); // same as intentFetch({ fetch: myFetch })
  */
-export function intentFetch(options: IntentFetchOptions = {}): IntentFetch {
+export function intentFetch(optionsOrFetch: IntentFetchOptions | typeof fetch = {}): IntentFetch {
+  const options = intentFetchOptions(optionsOrFetch);
   const base = options.fetch ?? globalThis.fetch;
   const mintKey = options.mintKey ?? newIntentKey;
   const keepMs = options.keepMs ?? 900_000;
@@ -112,6 +115,17 @@ export function intentFetch(options: IntentFetchOptions = {}): IntentFetch {
   };
   Object.defineProperty(wrapped, 'pending', { get: () => calls.length });
   return wrapped as IntentFetch;
+}
+
+/** The options {@link intentFetch} was given: a function is the `fetch` to wrap; anything else but an object is refused. */
+function intentFetchOptions(given: IntentFetchOptions | typeof fetch): IntentFetchOptions {
+  if (typeof given === 'function') return { fetch: given };
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    const kind = given === null ? 'null' : Array.isArray(given) ? 'an array' : `a ${typeof given}`;
+    throw new TypeError(`intentFetch() takes a fetch function or { fetch, mintKey, keepMs, methods }, got ${kind}`);
+  }
+  if (given.fetch !== undefined && typeof given.fetch !== 'function') throw new TypeError(`intentFetch({ fetch }): fetch must be a function, got a ${typeof given.fetch}`);
+  return given;
 }
 
 /**

@@ -355,8 +355,22 @@ function readFile(path: string): unknown {
   try {
     return JSON.parse(text);
   } catch (cause) {
-    throw new OnejobError('config_invalid', `${path}: not valid JSON (${(cause as Error).message})`, { cause });
+    throw new OnejobError('config_invalid', `${path}:${jsonErrorPlace(text, (cause as Error).message)}`, { cause });
   }
+}
+
+/**
+ * A JSON syntax error as a person reads it: `" line 3, column 5: not valid JSON (Expected ',' …)"`.
+ * V8 says "at position N" (a character offset; Node 22 and later add the line and column
+ * themselves, Node 20 does not), or "Unexpected end of JSON input"; lines and columns count from 1.
+ */
+function jsonErrorPlace(text: string, message: string): string {
+  const at = /\s*in JSON at position (\d+)(?: \(line \d+ column \d+\))?/.exec(message);
+  const offset = at ? Number(at[1]) : /end of JSON input/.test(message) ? text.length : null;
+  const reason = at ? message.slice(0, at.index) + message.slice(at.index + at[0].length) : message;
+  if (offset === null) return ` not valid JSON (${reason})`;
+  const before = text.slice(0, offset).split('\n');
+  return ` line ${before.length}, column ${before[before.length - 1]!.length + 1}: not valid JSON (${reason})`;
 }
 
 function checkDatabaseUrl(url: string, source: string): void {

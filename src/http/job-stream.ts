@@ -186,7 +186,9 @@ function encoderOf(o: StreamJobResponseOptions, jobId: string): () => StreamEnco
   return () => {
     const enc = new MessagesStreamEncoder({ id: o.id ?? `msg_${jobId}`, model: o.model });
     return {
-      start: () => enc.start().map(messagesSseEvent),
+      // message_start waits for the first content (or the end): the provider's `model` delta comes
+      // first, and message_start must carry it, as the answer without a stream does.
+      start: () => [],
       delta: (d) => enc.delta(d).map(messagesSseEvent),
       finish: () => enc.finish().map(messagesSseEvent),
       replay: (result) => enc.replay(result).map(messagesSseEvent),

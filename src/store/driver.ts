@@ -25,14 +25,14 @@ import type { AttemptState, JobState } from '../core/states.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { InsightQueries } from './insight-queries.ts';
 
-/** What a driver's engine can do; core code asks these, never the engine's name. */
+/**
+ * What a driver's engine can do; core code asks these, never the engine's name. Only what some
+ * code asks is declared (SKIP LOCKED claims and one writer at a time are the drivers' own business:
+ * no caller decides anything by them).
+ */
 export interface DriverCapabilities {
-  /** `FOR UPDATE SKIP LOCKED`: many executors claim without blocking each other. */
-  readonly supportsSkipLocked: boolean;
   /** LISTEN/NOTIFY: wake-ups across processes without polling. */
   readonly supportsListenNotify: boolean;
-  /** Several connections write at once (false: one writer at a time, e.g. SQLite). */
-  readonly supportsConcurrentWriters: boolean;
 }
 
 /** The outcome of one migration. */

@@ -96,6 +96,15 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     expect(await page.locator(`tr[data-job="${jobs.bob.id}"]`).count()).toBe(0);
     expect(await page.evaluate(() => sessionStorage.getItem('onejob.token'))).toBe(ALICE_TOKEN);
     await page.locator('.live.is-live').waitFor();
+    // The search's placeholder is read whole: its text fits the field's content box.
+    const [text, room] = await page.getByLabel('Search').evaluate((el) => {
+      const input = el as HTMLInputElement;
+      const style = getComputedStyle(input);
+      const ctx = document.createElement('canvas').getContext('2d')!;
+      ctx.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+      return [ctx.measureText(input.placeholder).width, input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)];
+    });
+    expect(text).toBeLessThanOrEqual(room!);
     await shoot('jobs');
   });
 
@@ -140,6 +149,10 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     await page.goto(`${server.url}/ui/#/jobs/${jobs.resolveMe.id}`);
     await page.locator('section[data-job-state="unknown"]').waitFor();
     await page.locator('.timeline-row[data-state="unknown"] .doubt-mark').waitFor();
+    // The attempt's error in the event log reads as the attempts table shows it: code and message, not a quoted JSON string.
+    const unknownEvent = page.locator('tr[data-event="attempt.unknown"] td').nth(3);
+    await unknownEvent.waitFor();
+    expect(await unknownEvent.textContent()).toMatch(/^deadline_exceeded no answer from primary within \d+ ms\s*$/);
     // The deadline it passed (the deadline in force when it went into doubt) is marked on its bar.
     expect(await page.locator('.timeline-row[data-state="unknown"] .timeline-deadline').count()).toBe(1);
     await shoot('job-in-doubt');
@@ -249,8 +262,41 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     await shoot('phone-job', phone);
     await phone.goto(`${server.url}/ui/#/jobs`);
     await phone.locator('tr[data-job]').first().waitFor();
+    // The filters do not fill the first screen: the search and a toggle, then the jobs.
+    const first = (await phone.locator('tr[data-job]').first().boundingBox())!;
+    expect(first.y + first.height).toBeLessThan(844);
     await shoot('phone-jobs', phone);
+    // Folded filters are one tap away, and what they set survives the fold.
+    await phone.getByRole('button', { name: /^Filters/ }).click();
+    await phone.getByLabel('State').selectOption('cancelled');
+    await phone.getByRole('button', { name: 'Apply' }).click();
+    await expect.poll(() => phone.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')))).toEqual([jobs.cancelMe.id]);
+    await phone.getByRole('button', { name: 'Fewer ▴' }).click();
+    await phone.getByRole('button', { name: 'Filters (1 set) ▾' }).waitFor();
+    await phone.getByLabel('Search').fill('refund-');
+    await phone.getByRole('button', { name: 'Apply' }).click();
+    await expect.poll(() => phone.evaluate(() => location.hash)).toMatch(/state=cancelled.*|q=refund-.*state=cancelled/);
+    await expect.poll(() => phone.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')))).toEqual([jobs.cancelMe.id]);
     await phone.close();
+  });
+
+  it('a long result wraps inside the page instead of running off its right edge', async () => {
+    const long = `${'x'.repeat(300)} and then a sentence that goes on for a while ${'y'.repeat(200)}`;
+    const job = await server.settle((await server.createJob('long-5001', 'demo', long)).id);
+    expect(job.state).toBe('succeeded');
+    for (const width of [1280, 390]) {
+      const p = await context.newPage();
+      await p.setViewportSize({ width, height: 844 });
+      await signIn(p);
+      await p.goto(`${server.url}/ui/#/jobs/${job.id}`);
+      await p.getByText('Result', { exact: true }).click();
+      const result = p.getByTestId('job-result');
+      await result.waitFor();
+      expect(await result.evaluate((el) => el.scrollWidth - el.clientWidth)).toBeLessThanOrEqual(1);
+      expect(await p.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBeLessThanOrEqual(1);
+      if (width === 1280) await shoot('job-long-result', p);
+      await p.close();
+    }
   });
 
   it('serves everything from onejob itself: no request leaves the origin', async () => {

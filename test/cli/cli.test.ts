@@ -163,6 +163,19 @@ describe('bin/onejob without a usable database or config', () => {
     expect(run.stderr).not.toContain('secret');
   });
 
+  it('a login the server refuses, or a database it does not have, is said so (not "unreachable")', async () => {
+    const base = (process.env.ONEJOB_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test').replace(/\/[^/]*$/, '');
+    const role = new URL(base);
+    role.username = 'onejob_no_such_role';
+    role.password = 'secret';
+    const refused = await onejob(['migrate'], { DATABASE_URL: `${role.href}/postgres` });
+    expectOneLineError(refused, 3, /refused the login .*DATABASE_URL.*role "onejob_no_such_role" does not exist/);
+    expect(refused.stderr).not.toMatch(/unreachable|secret/);
+    const missing = await onejob(['migrate'], { DATABASE_URL: `${base}/onejob_no_such_database` });
+    expectOneLineError(missing, 3, /has no such database .*"onejob_no_such_database" does not exist/);
+    expect(missing.stderr).not.toMatch(/unreachable/);
+  });
+
   it('an unsupported DATABASE_URL, a missing or invalid config file: exit 2 with the precise reason', async () => {
     expectOneLineError(await onejob(['migrate'], { DATABASE_URL: 'mysql://x' }), 2, /DATABASE_URL/);
     expectOneLineError(await onejob(['migrate', '--config', join(dir, 'missing.json')]), 2, /file not found/);

@@ -137,3 +137,22 @@ describe('intentFetch() with the openai SDK against onejob serve (sqlite)', () =
     expect(rec.tries.at(-1)!.key).toBeNull();
   });
 });
+
+describe('intentFetch(fetch): a fetch passed directly', () => {
+  it('wraps the fetch given as the argument, the same as { fetch }', async () => {
+    const seen: (string | null)[] = [];
+    const inner = (async (_input: string | URL | Request, init?: RequestInit) => {
+      seen.push(new Headers(init?.headers).get('idempotency-key'));
+      return new Response('{}', { status: 200 });
+    }) as typeof fetch;
+    const direct = intentFetch(inner);
+    await direct('http://127.0.0.1:9/v1/chat/completions', { method: 'POST', body: '{}' });
+    await intentFetch({ fetch: inner })('http://127.0.0.1:9/v1/chat/completions', { method: 'POST', body: '{}' });
+    expect(seen).toHaveLength(2);
+    expect(seen.every((k) => typeof k === 'string' && k.length > 0)).toBe(true);
+  });
+
+  it('refuses an argument that is neither options nor a fetch, by name', () => {
+    expect(() => intentFetch('fetch' as never)).toThrow(/intentFetch\(\) takes a fetch function or \{ fetch, mintKey, keepMs, methods \}, got a string/);
+  });
+});

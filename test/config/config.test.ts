@@ -16,6 +16,27 @@ describe('loadConfig', () => {
     return path;
   };
 
+  it('a JSON syntax error names the line and column, not a character offset', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'onejob-config-json-'));
+    dirs.push(dir);
+    const path = join(dir, 'onejob.json');
+    const message = (text: string): string => {
+      writeFileSync(path, text);
+      try {
+        loadConfig({ argvConfigPath: path, env: {} });
+      } catch (error) {
+        return (error as Error).message;
+      }
+      throw new Error('loaded');
+    };
+    // A trailing comma on line 3, the '}' after it at column 3 of line 4.
+    const trailing = message('{\n  "providers": {\n    "f": { "type": "fake" },\n  }\n}\n');
+    expect(trailing).toMatch(/^.*onejob\.json: line 4, column 3: not valid JSON \(/);
+    expect(trailing).not.toMatch(/position/);
+    // Cut short: the end of the file.
+    expect(message('{\n  "port": 8080')).toMatch(/onejob\.json: line 2, column 15: not valid JSON/);
+  });
+
   it('reads chatMaxWaitMs, defaults it to 5 minutes, and refuses a bad one with its path', () => {
     expect(loadConfig({ argvConfigPath: file({ chatMaxWaitMs: 1500 }), env: {} }).chatMaxWaitMs).toBe(1500);
     expect(loadConfig({ argvConfigPath: file({}), env: {} }).chatMaxWaitMs).toBe(DEFAULT_CHAT_MAX_WAIT_MS);

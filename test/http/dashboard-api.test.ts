@@ -301,6 +301,16 @@ describe('GET /ui', () => {
       await app.close();
       rmSync(dist, { recursive: true, force: true });
     }
+    // The server's bare address (what a new user opens first) leads to the dashboard, without a token.
+    const { store, cleanup } = await createTestStore(TEST_DATABASES[0]!);
+    const whole = buildApp({ store, config: defineConfig({ apiKeys: { [ALICE]: 'alice' } }) });
+    try {
+      const root = await whole.inject('/');
+      expect([root.statusCode, root.headers.location]).toEqual([302, '/ui/']);
+    } finally {
+      await whole.close();
+      await cleanup();
+    }
     const unbuilt = Fastify();
     registerDashboardRoutes(unbuilt, { dist: join(tmpdir(), 'onejob-no-such-dist') });
     const res = await unbuilt.inject('/ui/');

@@ -180,6 +180,18 @@ for (const db of TEST_DATABASES) {
       }
     });
 
+    it('the same model is reported streamed, not streamed and replayed: the provider\'s model, as /v1/chat/completions does', async () => {
+      for (const model of ['gpt', 'claude']) {
+        gw.reset();
+        const req = { model, max_tokens: 64, messages: [{ role: 'user' as const, content: 'Summarize: the cat.' }] };
+        const plain = await client().messages.create(req, withKey(`${key}-${model}-plain`));
+        const live = await client().messages.stream(req, withKey(`${key}-${model}-live`)).finalMessage();
+        const replayed = await client().messages.stream(req, withKey(`${key}-${model}-live`)).finalMessage();
+        expect(plain.model).not.toBe(model);
+        expect([live.model, replayed.model]).toEqual([plain.model, plain.model]);
+      }
+    });
+
     it("every problem answer of the route is Anthropic's error body (application/json), the same status and code as elsewhere; none creates a job", async () => {
       const ok = { model: 'gpt', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] };
       const cases: [string, Response, number, string, string][] = [

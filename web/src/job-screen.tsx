@@ -82,6 +82,19 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
   );
 }
 
+/**
+ * An event's `reason`: a person's words in quotes; an error (`{code, message}`, what an attempt
+ * becoming unknown or failed records) as its code and message, like the attempts table shows one.
+ */
+function Reason({ reason }: { reason: unknown }) {
+  if (typeof reason === 'string') return <span class="reason">“{reason}” </span>;
+  const r = reason as { code?: unknown; message?: unknown } | null;
+  if (r !== null && typeof r === 'object' && typeof r.code === 'string') {
+    return <span class="event-error"><span class="mono">{r.code}</span>{typeof r.message === 'string' && <span class="muted"> {r.message}</span>} </span>;
+  }
+  return <code class="event-data">{JSON.stringify(reason)} </code>;
+}
+
 function EventLog({ events, attempts }: { events: JobEvent[]; attempts: Attempt[] }) {
   const numberOf = new Map(attempts.map((a) => [a.id, `#${a.number} ${a.provider}`]));
   return (
@@ -101,7 +114,7 @@ function EventLog({ events, attempts }: { events: JobEvent[]; attempts: Attempt[
                 <td class="small nowrap" title={e.attempt_id ?? ''}>{e.attempt_id ? (numberOf.get(e.attempt_id) ?? e.attempt_id) : ''}</td>
                 <td class="small">
                   {actor !== undefined && actor !== null && <span class="muted">by {String(actor)} </span>}
-                  {reason !== undefined && <span class="reason">“{typeof reason === 'string' ? reason : JSON.stringify(reason)}” </span>}
+                  {reason !== undefined && <Reason reason={reason} />}
                   {Object.keys(rest).length > 0 && <code class="event-data">{JSON.stringify(rest)}</code>}
                 </td>
               </tr>
@@ -177,12 +190,12 @@ export function JobScreen({ api, id, tick }: { api: Api; id: string; tick: numbe
       {j.result !== null && (
         <details open={toolCall}>
           <summary>{toolCall ? 'Tool result' : 'Result'}</summary>
-          <pre>{JSON.stringify(j.result, null, 2)}</pre>
+          <pre class="json-block" data-testid="job-result">{JSON.stringify(j.result, null, 2)}</pre>
         </details>
       )}
       <details open={toolCall}>
         <summary>{toolCall ? `Tool call ${j.route.slice(4)}: arguments` : 'Input'}</summary>
-        <pre>{JSON.stringify(toolCall ? (j.input as { arguments?: unknown } | null)?.arguments ?? {} : j.input, null, 2)}</pre>
+        <pre class="json-block">{JSON.stringify(toolCall ? (j.input as { arguments?: unknown } | null)?.arguments ?? {} : j.input, null, 2)}</pre>
       </details>
 
       <h2>Event log</h2>

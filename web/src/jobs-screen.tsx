@@ -13,6 +13,48 @@ function toRfc3339(local: string): string | undefined {
   return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
 }
 
+const NARROW = '(max-width: 700px)';
+
+/** The filters a phone folds away: every one but the search. */
+const FOLDED = ['state', 'route', 'provider', 'since', 'until'] as const;
+
+/** State, route, provider and created-time filters. */
+function FoldedFilters({ filters, routes, providers }: { filters: Record<(typeof FOLDED)[number], string>; routes: string[]; providers: string[] }) {
+  return (
+    <div class="filters-more">
+      <label>
+        State
+        <select name="state" value={filters.state}>
+          <option value="">any</option>
+          {STATES.map((s) => <option value={s}>{s}</option>)}
+        </select>
+      </label>
+      <label>
+        Route
+        <select name="route" value={filters.route}>
+          <option value="">any</option>
+          {routes.map((r) => <option value={r}>{r}</option>)}
+        </select>
+      </label>
+      <label>
+        Provider
+        <select name="provider" value={filters.provider}>
+          <option value="">any</option>
+          {providers.map((p) => <option value={p}>{p}</option>)}
+        </select>
+      </label>
+      <label>
+        Created from
+        <input type="datetime-local" name="since" value={filters.since} step={1} />
+      </label>
+      <label>
+        Created before
+        <input type="datetime-local" name="until" value={filters.until} step={1} />
+      </label>
+    </div>
+  );
+}
+
 export function JobsScreen({ api, query, tick }: { api: Api; query: URLSearchParams; tick: number }) {
   const filters = {
     state: query.get('state') ?? '',
@@ -24,6 +66,7 @@ export function JobsScreen({ api, query, tick }: { api: Api; query: URLSearchPar
   };
   // Cursors of the pages before this one (for "Previous").
   const [cursors, setCursors] = useState<string[]>([]);
+  const [showFilters, setShowFilters] = useState(false);
   const cursor = cursors[cursors.length - 1];
   const key = JSON.stringify(filters);
   const options = useLoad((signal) => api.get<{ data: Certification[] }>('/v1/certifications', signal), []);
@@ -48,44 +91,27 @@ export function JobsScreen({ api, query, tick }: { api: Api; query: URLSearchPar
     go('jobs', Object.fromEntries([...form.entries()].map(([k, v]) => [k, String(v)])));
   };
   const jobs = page.data?.data ?? [];
+  // On a phone the filters other than the search fold behind a toggle, so the jobs show on the first screen;
+  // folded, they still go with the form (hidden inputs) so that Apply keeps them.
+  const narrow = window.matchMedia(NARROW).matches;
+  const active = FOLDED.filter((k) => filters[k] !== '').length;
+  const folded = narrow && !showFilters;
   return (
     <section aria-labelledby="jobs-title">
       <h1 id="jobs-title" tabIndex={-1}>Jobs</h1>
       <form class="filters" onSubmit={apply} role="search" aria-label="Filter jobs">
-        <label>
+        <label class="filter-search">
           Search
           <input type="search" name="q" placeholder="job id or idempotency key" value={filters.q} />
         </label>
-        <label>
-          State
-          <select name="state" value={filters.state}>
-            <option value="">any</option>
-            {STATES.map((s) => <option value={s}>{s}</option>)}
-          </select>
-        </label>
-        <label>
-          Route
-          <select name="route" value={filters.route}>
-            <option value="">any</option>
-            {routes.map((r) => <option value={r}>{r}</option>)}
-          </select>
-        </label>
-        <label>
-          Provider
-          <select name="provider" value={filters.provider}>
-            <option value="">any</option>
-            {providers.map((p) => <option value={p}>{p}</option>)}
-          </select>
-        </label>
-        <label>
-          Created from
-          <input type="datetime-local" name="since" value={filters.since} step={1} />
-        </label>
-        <label>
-          Created before
-          <input type="datetime-local" name="until" value={filters.until} step={1} />
-        </label>
+        {folded && FOLDED.map((k) => <input type="hidden" name={k} value={filters[k]} />)}
+        {!folded && <FoldedFilters filters={filters} routes={routes} providers={providers} />}
         <div class="filter-actions">
+          {narrow && (
+            <button type="button" class="secondary outline filter-toggle" aria-expanded={!folded} onClick={() => setShowFilters(!showFilters)}>
+              {folded ? `Filters${active > 0 ? ` (${active} set)` : ''} ▾` : 'Fewer ▴'}
+            </button>
+          )}
           <button type="submit">Apply</button>
           <button type="button" class="secondary outline" onClick={() => (setCursors([]), go('jobs'))}>Clear</button>
         </div>

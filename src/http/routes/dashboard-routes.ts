@@ -60,7 +60,7 @@ export interface DashboardRoutesOptions {
   readonly dist?: string;
 }
 
-/** Registers `GET /ui` and the files under it. */
+/** Registers `GET /ui` and the files under it, and `GET /` as a redirect to the dashboard. */
 export function registerDashboardRoutes(app: FastifyInstance, options: DashboardRoutesOptions = {}): void {
   const dist = options.dist ?? DASHBOARD_DIST;
   const files = existsSync(join(dist, 'index.html')) ? loadFiles(dist) : null;
@@ -82,6 +82,8 @@ export function registerDashboardRoutes(app: FastifyInstance, options: Dashboard
   };
 
   const hidden = { schema: { hide: true } };
+  // Whoever opens the server's address in a browser lands on the dashboard, not on a JSON 404.
+  app.get('/', hidden, async (_request, reply) => reply.redirect('/ui/', 302));
   app.get('/ui', hidden, async (_request, reply) => reply.redirect('/ui/', 302));
   app.get('/ui/', hidden, async (_request, reply) => send(reply, 'index.html'));
   app.get<{ Params: { '*': string } }>('/ui/*', hidden, async (request, reply) => {

@@ -60,6 +60,13 @@ export interface FakeBehaviour {
   readonly toolCalls?: readonly FakeToolCall[];
   /** A refusal (OpenAI `message.refusal`; Anthropic: the text, with `stop_reason: refusal`). */
   readonly refusal?: string;
+  /**
+   * With no `reply`, `toolCalls`, `refusal` or `chunks`: answer as a model would the request's
+   * own shape instead of echoing it: a call of its tool when it offers tools (the one
+   * `tool_choice` names, else the first; not after a tool's result), JSON that fits its JSON
+   * schema when it asks for one (`response_format`), else the echo. The demo sets it. Default false.
+   */
+  readonly fitRequest?: boolean;
   /** Streaming: the text's pieces, one content event each (default: the reply split into words). */
   readonly chunks?: readonly string[];
   /** Streaming: milliseconds to wait before each event after the first. */
@@ -126,7 +133,7 @@ export const FAKE_BEHAVIOUR_HEADER = 'onejob-fake-behaviour';
 
 const BEHAVIOUR_KEYS = new Set([
   'reply', 'finishReason', 'model', 'usage', 'delayMs', 'gate', 'hang', 'reset', 'status', 'error', 'malformed', 'rawBody', 'headers',
-  'toolCalls', 'refusal', 'chunks', 'chunkDelayMs', 'streamGate', 'streamError', 'streamCut',
+  'toolCalls', 'refusal', 'chunks', 'chunkDelayMs', 'streamGate', 'streamError', 'streamCut', 'fitRequest',
 ]);
 const RESET_POINTS = new Set<string>(['before-headers', 'after-headers', 'mid-body']);
 
@@ -191,6 +198,7 @@ export function parseFakeBehaviour(value: unknown, path = 'behaviour'): FakeBeha
   str('rawBody');
   if (v.hang !== undefined && typeof v.hang !== 'boolean') fail(`${path}.hang`, 'must be a boolean');
   if (v.malformed !== undefined && typeof v.malformed !== 'boolean') fail(`${path}.malformed`, 'must be a boolean');
+  if (v.fitRequest !== undefined && typeof v.fitRequest !== 'boolean') fail(`${path}.fitRequest`, 'must be a boolean');
   if (v.reset !== undefined && (typeof v.reset !== 'string' || !RESET_POINTS.has(v.reset))) {
     fail(`${path}.reset`, `must be one of ${[...RESET_POINTS].join(', ')}`);
   }

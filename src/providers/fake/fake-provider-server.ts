@@ -27,6 +27,7 @@ import {
   type FakeRule,
   type FakeScript,
 } from './fake-behaviour.ts';
+import { fakeRequestAnswer } from './fake-request-answer.ts';
 
 export type { FakeBehaviour, FakeMatch, FakeProtocol, FakeRule, FakeScript } from './fake-behaviour.ts';
 
@@ -454,7 +455,7 @@ class FakeProviderServer implements FakeProvider {
     if (b.reset !== undefined) {
       const full = JSON.stringify(renderCompletion(protocol, call, b));
       res.writeHead(b.status ?? 200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(full)), ...extraHeaders });
-      if (b.reset === 'mid-body') res.write(full.slice(0, Math.floor(full.length / 2)));
+      if (b.reset === 'mid-body') await written(res, full.slice(0, Math.floor(full.length / 2)));
       else res.flushHeaders();
       this.#finish(call, 'reset', b.status ?? 200);
       // end() (not destroy()) so what was written reaches the client before the FIN.
@@ -488,6 +489,9 @@ class FakeProviderServer implements FakeProvider {
     res.flushHeaders();
     call.status = status;
     let first = true;
+    // A cut ends the socket itself, past the response's own buffer: it waits for the events written so far
+    // to reach the socket (Node 26 holds a write in the response until the next tick; ending at once lost it).
+    let lastWrite: Promise<void> = Promise.resolve();
     for (const step of plan) {
       if (step.kind !== 'framing') {
         const n = call.chunksSent;
@@ -499,6 +503,7 @@ class FakeProviderServer implements FakeProvider {
           return this.#finish(call, 'stream-error', status);
         }
         if (b.streamCut !== undefined && due(b.streamCut.afterChunks)) {
+          await lastWrite;
           this.#finish(call, 'reset', status);
           // end() (not destroy()) so the events written so far reach the client before the FIN; the body stays unterminated.
           res.socket?.end();
@@ -508,7 +513,7 @@ class FakeProviderServer implements FakeProvider {
       if (!first && b.chunkDelayMs !== undefined && b.chunkDelayMs > 0 && !(await sleep(b.chunkDelayMs, signal))) return;
       first = false;
       if (signal.aborted || res.destroyed) return;
-      res.write(sseEvent(call.protocol, step.event));
+      lastWrite = written(res, sseEvent(call.protocol, step.event));
       if (step.kind === 'content') call.chunksSent += 1;
     }
     res.end();
@@ -566,8 +571,9 @@ interface ReplyParts {
   readonly completionTokens: number;
 }
 
-function replyParts(call: FakeCall, b: FakeBehaviour): ReplyParts {
+function replyParts(call: FakeCall, given: FakeBehaviour): ReplyParts {
   const request = (call.body ?? {}) as { model?: unknown };
+  const b = given.fitRequest === true ? fittedBehaviour(call.body, given) : given;
   const content =
     b.reply === undefined ? (b.chunks !== undefined ? b.chunks.join('') : b.toolCalls !== undefined || b.refusal !== undefined ? '' : lastUserText(call.body)) : typeof b.reply === 'string' ? b.reply : JSON.stringify(b.reply);
   const prefix = call.protocol === 'openai' ? 'call_fake' : 'toolu_fake';
@@ -586,6 +592,14 @@ function replyParts(call: FakeCall, b: FakeBehaviour): ReplyParts {
     promptTokens: b.usage?.prompt_tokens ?? estimateTokens(requestText(call.body)),
     completionTokens: b.usage?.completion_tokens ?? estimateTokens(outputText),
   };
+}
+
+/** `b` with the answer {@link fakeRequestAnswer} gives the request, when `b` scripts no answer of its own. */
+function fittedBehaviour(body: unknown, b: FakeBehaviour): FakeBehaviour {
+  if (b.reply !== undefined || b.toolCalls !== undefined || b.refusal !== undefined || b.chunks !== undefined) return b;
+  const answer = fakeRequestAnswer(body);
+  if (answer === null) return b;
+  return 'toolCall' in answer ? { ...b, toolCalls: [answer.toolCall] } : { ...b, reply: answer.json };
 }
 
 function renderCompletion(protocol: FakeProtocol, call: FakeCall, b: FakeBehaviour): Record<string, unknown> {
@@ -617,6 +631,13 @@ function renderCompletion(protocol: FakeProtocol, call: FakeCall, b: FakeBehavio
     stop_sequence: null,
     usage: { input_tokens: r.promptTokens, output_tokens: r.completionTokens },
   };
+}
+
+/** Writes `chunk` to the response; resolves once it has been handed to the socket (or the response is gone). */
+function written(res: ServerResponse, chunk: string): Promise<void> {
+  return new Promise((resolve) => {
+    res.write(chunk, () => resolve());
+  });
 }
 
 function parseArguments(text: string): unknown {

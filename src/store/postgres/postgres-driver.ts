@@ -107,9 +107,7 @@ export const JOB_CHANNEL = 'onejob_job';
 export const MIGRATION_LOCK_KEY = 0x6f6e656a6f62;
 
 const CAPABILITIES: DriverCapabilities = {
-  supportsSkipLocked: true,
   supportsListenNotify: true,
-  supportsConcurrentWriters: true,
 };
 
 const INT8_OID = 20;
@@ -298,9 +296,17 @@ export class PostgresDriver implements Driver {
     }
   }
 
-  /** A `database_unavailable` error for a connection failure `cause`. */
+  /**
+   * A `database_unavailable` error for a connection failure `cause`, worded by what the server said:
+   * a login it refused (SQLSTATE class 28: no such role, a wrong password, pg_hba) or a database it
+   * does not have (3D000) is not an unreachable server, and the remedy is in DATABASE_URL.
+   */
   #unavailable(cause: unknown): OnejobError {
-    return new OnejobError('database_unavailable', `PostgreSQL at ${this.#target} is unreachable: ${errorMessage(cause)}`, { cause });
+    const code = (cause as { code?: unknown } | null)?.code;
+    const why = typeof code === 'string' && code.startsWith('28')
+      ? 'refused the login (check the user and password in DATABASE_URL)'
+      : code === '3D000' ? 'has no such database (check the database name in DATABASE_URL)' : 'is unreachable';
+    return new OnejobError('database_unavailable', `PostgreSQL at ${this.#target} ${why}: ${errorMessage(cause)}`, { cause });
   }
 
   /**

@@ -178,7 +178,7 @@ export function sqliteWorkerOf(driver: Driver): Worker | null {
 
 class SqliteDriver implements Driver {
   readonly name = 'sqlite';
-  readonly capabilities = { supportsSkipLocked: false, supportsListenNotify: false, supportsConcurrentWriters: false } as const;
+  readonly capabilities = { supportsListenNotify: false } as const;
   readonly queries: DriverQueries;
   readonly insights: InsightQueries;
   #worker: Worker;
