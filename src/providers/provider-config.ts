@@ -12,6 +12,8 @@ export const ProviderType = {
   Anthropic: 'anthropic',
   /** onejob's fake provider (embedded or external), for demos and tests. */
   Fake: 'fake',
+  /** Long-running work behind a prediction-style API: POST `{baseUrl}`, GET/cancel the task (CONTRACT §11). */
+  Task: 'task',
 } as const;
 export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
 
@@ -28,6 +30,19 @@ export interface ProviderConfigBase {
   readonly contextWindow?: number | undefined;
   /** The most output tokens to ask for when the input names none (Anthropic requires a value; default 4096 there). */
   readonly maxOutputTokens?: number | undefined;
+  /**
+   * The provider's own promise that no request runs longer than this on its
+   * side (CONTRACT §11), in ms. Default null (no promise). A lookup that finds
+   * no record of a request is a definite failure only once this has passed.
+   */
+  readonly maxDurationMs?: number | null | undefined;
+  /**
+   * Opt-in, never a default (CONTRACT §11): an attempt still `unknown` this
+   * many ms after its start is resolved `failed` with code
+   * `settled_by_policy`. Only for providers that do nothing but compute and
+   * whose `maxDurationMs` bounds every request.
+   */
+  readonly settleUnknownAfterMs?: number | null | undefined;
 }
 
 /**
@@ -47,5 +62,39 @@ export interface HttpProviderConfig extends ProviderConfigBase {
   readonly apiKey?: string | null | undefined;
   /** The model name sent to the provider. */
   readonly model: string;
+  /**
+   * `openai` only: how an attempt in doubt is looked up (CONTRACT §11).
+   * `"stored-completions"`: requests carry `store: true` and
+   * `metadata.onejob_attempt_id`, and the lookup lists
+   * `GET {baseUrl}/chat/completions?metadata[onejob_attempt_id]=<id>`.
+   * Default: none.
+   */
+  readonly lookup?: 'stored-completions' | null | undefined;
+}
+
+/**
+ * A prediction-style task service (CONTRACT §11): `POST {baseUrl}` with
+ * `{"input"}` and `Idempotency-Key: <attempt id>`, then `GET urls.get`
+ * (default `{baseUrl}/{id}`) until the task ends, `POST urls.cancel`
+ * (default `{baseUrl}/{id}/cancel`) to stop it.
+ *
+ * @example { type: 'task', baseUrl: 'http://127.0.0.1:4100/tasks', callbackSecret: 'env:TASK_SECRET', maxDurationMs: 600000 }
+ */
+export interface TaskProviderConfig extends ProviderConfigBase {
+  readonly type: 'task';
+  /** The collection URL tasks are created at. */
+  readonly baseUrl: string;
+  /** Sent as `Authorization: Bearer <apiKey>` when set. */
+  readonly apiKey?: string | null | undefined;
+  /** A label for the result's `model` (default `"task"`). */
+  readonly model?: string | undefined;
+  /** How often a running task is polled while its attempt waits, in ms. Default 1000. */
+  readonly pollIntervalMs?: number | undefined;
+  /**
+   * The key of the signed callback (`POST /v1/attempts/{id}/callback`,
+   * `Onejob-Signature: sha256=<hex HMAC-SHA256 of the body>`). Without it the
+   * provider's callbacks are refused (401).
+   */
+  readonly callbackSecret?: string | null | undefined;
 }
 

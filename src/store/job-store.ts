@@ -578,6 +578,10 @@ export class JobStore implements Store {
     return this.#driver.queries.attemptOldestUnknownAt();
   }
 
+  databaseNow(): Promise<Date> {
+    return this.#now(this.#driver.queries);
+  }
+
   notifyWork(): Promise<void> {
     return this.#driver.notifyWork();
   }

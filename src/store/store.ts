@@ -356,6 +356,8 @@ export interface Store {
   deferLookup(params: DeferLookupParams): Promise<boolean>;
   /** When the oldest attempt in doubt became `unknown`, or null (the oldest-doubt gauge). */
   oldestUnknownAt(): Promise<Date | null>;
+  /** The database's clock now (or the store's stand-in for it): what leases, deadlines and `maxDurationMs` are measured against. */
+  databaseNow(): Promise<Date>;
   /** Extends leases; returns the tokens still held (a missing token means: stop, you lost it). */
   extendLeases(params: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]>;
   /**

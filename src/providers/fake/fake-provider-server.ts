@@ -127,12 +127,21 @@ export interface FakeProvider {
   /** Opens a gate: calls waiting on it proceed, later calls pass straight through. */
   release(gate: string): void;
   /**
-   * Forgets the queue, rules, default, gates and calls, and restarts `seq` at 1.
+   * Forgets the queue, rules, default, gates, calls, stored completions and tasks, and restarts `seq` at 1.
    * Calls in progress carry on unrecorded (calls waiting on a gate proceed).
    */
   reset(): void;
   /** Resolves once at least `count` calls have arrived, with all calls so far. */
   waitForCalls(count: number): Promise<readonly FakeCall[]>;
+  /**
+   * The completions stored for requests with `store: true` (CONTRACT §11's
+   * stored completions), oldest first: what `GET /v1/chat/completions?metadata[k]=v` lists.
+   */
+  readonly storedCompletions: readonly Record<string, unknown>[];
+  /** Every task created (`POST /v1/tasks`), oldest first, with how many creates and lookups each received. */
+  readonly tasks: readonly FakeTask[];
+  /** Questions about earlier work received: stored-completion listings and task reads. */
+  readonly lookups: number;
   /** Resolves once call `seq` is finished (replied, reset, closed…), with its record. */
   waitForResult(seq: number): Promise<FakeCall>;
   /** Stops listening and cuts every open connection (hanging calls end as `server-closed`). */
@@ -140,6 +149,32 @@ export interface FakeProvider {
 }
 
 type MutableCall = { -readonly [K in keyof FakeCall]: FakeCall[K] };
+
+/** A task of the fake's prediction-style API (`POST /v1/tasks`, `GET /v1/tasks/{id}`, `POST /v1/tasks/{id}/cancel`). */
+export interface FakeTask {
+  readonly id: string;
+  /** The `Idempotency-Key` it was created with (onejob sends the attempt id). */
+  readonly idempotencyKey: string | null;
+  readonly input: unknown;
+  readonly status: 'processing' | 'succeeded' | 'failed' | 'canceled';
+  readonly output: unknown;
+  /** How many create requests carried its idempotency key (1: the work was submitted once). */
+  readonly submits: number;
+  /** Whether `POST /v1/tasks/{id}/cancel` was received. */
+  readonly cancelRequested: boolean;
+}
+
+interface TaskState {
+  readonly id: string;
+  readonly idempotencyKey: string | null;
+  readonly input: unknown;
+  readonly endsAt: number;
+  readonly final: 'succeeded' | 'failed' | 'canceled';
+  readonly output: unknown;
+  submits: number;
+  cancelled: boolean;
+  cancelRequested: boolean;
+}
 
 interface RuleState {
   readonly rule: FakeRule;
@@ -177,6 +212,9 @@ class FakeProviderServer implements FakeProvider {
   #callWaiters: { count: number; resolve: (calls: readonly FakeCall[]) => void }[] = [];
   readonly #resultWaiters = new Map<number, ((call: FakeCall) => void)[]>();
   #closing = false;
+  readonly #stored: Record<string, unknown>[] = [];
+  readonly #tasks = new Map<string, TaskState>();
+  #lookups = 0;
   #host = '127.0.0.1';
   #port = 0;
 
@@ -221,6 +259,15 @@ class FakeProviderServer implements FakeProvider {
   get calls(): readonly FakeCall[] {
     return this.#calls.map((c) => ({ ...c }));
   }
+  get storedCompletions(): readonly Record<string, unknown>[] {
+    return [...this.#stored];
+  }
+  get tasks(): readonly FakeTask[] {
+    return [...this.#tasks.values()].map((t) => taskView(t));
+  }
+  get lookups(): number {
+    return this.#lookups;
+  }
 
   script(script: FakeScript | readonly FakeBehaviour[]): void {
     const parsed = parseFakeScript(script);
@@ -257,6 +304,9 @@ class FakeProviderServer implements FakeProvider {
     this.#gates = new Map();
     this.#calls.length = 0;
     this.#seq = 0;
+    this.#stored.length = 0;
+    this.#tasks.clear();
+    this.#lookups = 0;
   }
 
   waitForCalls(count: number): Promise<readonly FakeCall[]> {
@@ -307,6 +357,10 @@ class FakeProviderServer implements FakeProvider {
     if ((path === '/script' || path === '/release' || path === '/reset') && method === 'POST') {
       return this.#control(path, req, res);
     }
+    // Questions about earlier work (CONTRACT §11): stored completions, and the task API.
+    if ((path === '/v1/chat/completions' || path === '/chat/completions') && method === 'GET') return this.#listStored(req, res);
+    const task = /^(?:\/v1)?\/tasks(?:\/([^/]+)(\/cancel)?)?$/.exec(path);
+    if (task !== null) return this.#taskApi(req, res, method, task[1] === undefined ? undefined : decodeURIComponent(task[1]), task[2] !== undefined);
 
     const protocol: FakeProtocol | null =
       path === '/v1/chat/completions' || path === '/chat/completions'
@@ -404,6 +458,77 @@ class FakeProviderServer implements FakeProvider {
     }
   }
 
+  /** `GET /v1/chat/completions?metadata[k]=v`: the stored completions whose metadata has every given pair. */
+  #listStored(req: IncomingMessage, res: ServerResponse): void {
+    this.#lookups += 1;
+    const query = new URL(req.url ?? '/', 'http://fake').searchParams;
+    const wanted: [string, string][] = [];
+    for (const [k, v] of query) {
+      const m = /^metadata\[(.+)\]$/.exec(k);
+      if (m) wanted.push([m[1]!, v]);
+    }
+    const data = this.#stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, unknown> | undefined)?.[k] === v));
+    sendJson(res, 200, { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
+  }
+
+  /** The fake task service: create (idempotent by `Idempotency-Key`), read, cancel. */
+  async #taskApi(req: IncomingMessage, res: ServerResponse, method: string, id: string | undefined, cancel: boolean): Promise<void> {
+    const headers = flattenHeaders(req);
+    const auth = this.#checkAuth('openai', headers);
+    if (auth !== null) return sendJson(res, auth.status, { error: { message: auth.message } });
+    if (id === undefined) {
+      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      const text = await readBody(req);
+      let body: unknown;
+      try {
+        body = JSON.parse(text ?? '');
+      } catch {
+        return sendJson(res, 400, { error: { message: 'request body is not valid JSON' } });
+      }
+      if (typeof body !== 'object' || body === null || !('input' in body)) return sendJson(res, 422, { error: { message: 'body must be {"input": …}' } });
+      const key = headers['idempotency-key'] ?? null;
+      const existing = key === null ? undefined : [...this.#tasks.values()].find((t) => t.idempotencyKey === key);
+      if (existing !== undefined) {
+        existing.submits += 1;
+        return sendJson(res, 200, taskBody(this.url, existing));
+      }
+      let chosen: FakeBehaviour;
+      try {
+        chosen = this.#choose('openai', headers, { messages: [], ...(body as object) }).behaviour;
+      } catch (err) {
+        return sendJson(res, 400, { error: { message: `fake provider: ${(err as Error).message}` } });
+      }
+      const signal = new AbortController().signal;
+      if (chosen.gate !== undefined) await this.#waitGate(chosen.gate, signal);
+      if (chosen.delayMs !== undefined && chosen.delayMs > 0) await sleep(chosen.delayMs, signal);
+      if (chosen.status !== undefined && chosen.status >= 300) return sendJson(res, chosen.status, { error: { message: 'scripted', ...chosen.error } }, { ...defaultErrorHeaders(chosen.status), ...(chosen.headers ?? {}) });
+      const input = (body as { input: unknown }).input;
+      const t: TaskState = {
+        id: `task_fake_${this.#tasks.size + 1}`, idempotencyKey: key, input,
+        endsAt: Date.now() + (chosen.task?.runMs ?? 0), final: chosen.task?.status ?? 'succeeded',
+        output: chosen.task?.output ?? chosen.reply ?? { echo: input }, submits: 1, cancelled: false, cancelRequested: false,
+      };
+      this.#tasks.set(t.id, t);
+      if (chosen.hang === true) return; // created, never answered (until the client goes away)
+      if (chosen.loseAnswer === true) {
+        req.socket.resetAndDestroy();
+        return;
+      }
+      return sendJson(res, 201, taskBody(this.url, t), chosen.headers ?? {});
+    }
+    const t = this.#tasks.get(id);
+    if (t === undefined) return sendJson(res, 404, { error: { message: `no task ${id}` } });
+    if (cancel) {
+      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      t.cancelRequested = true;
+      if (taskStatus(t) === 'processing') t.cancelled = true;
+      return sendJson(res, 200, taskBody(this.url, t));
+    }
+    if (method !== 'GET') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+    this.#lookups += 1;
+    return sendJson(res, 200, taskBody(this.url, t));
+  }
+
   #checkAuth(protocol: FakeProtocol, headers: Record<string, string>): { status: number; message: string } | null {
     if (this.#apiKey === undefined) return null;
     const given = protocol === 'openai' ? headers.authorization?.replace(/^Bearer\s+/i, '') : headers['x-api-key'];
@@ -476,8 +601,19 @@ class FakeProviderServer implements FakeProvider {
       sendText(res, status, b.rawBody, extraHeaders);
       return this.#finish(call, 'raw', status);
     }
+    // The work is done: a request with `store: true` is stored, whether or not its answer arrives.
+    const completion = renderCompletion(protocol, call, b);
+    const requested = (call.body ?? {}) as { store?: unknown; metadata?: unknown };
+    if (protocol === 'openai' && requested.store === true) {
+      this.#stored.push({ ...completion, object: 'chat.completion', metadata: typeof requested.metadata === 'object' && requested.metadata !== null ? requested.metadata : {} });
+    }
+    if (b.loseAnswer === true) {
+      this.#finish(call, 'reset');
+      req.socket.resetAndDestroy();
+      return;
+    }
     if (call.stream) return this.#stream(call, b, res, status, extraHeaders, signal);
-    sendJson(res, status, renderCompletion(protocol, call, b), extraHeaders);
+    sendJson(res, status, completion, extraHeaders);
     this.#finish(call, 'replied', status);
   }
 
@@ -869,4 +1005,26 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     };
     signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+function taskStatus(t: TaskState): FakeTask['status'] {
+  if (t.cancelled) return 'canceled';
+  return Date.now() < t.endsAt ? 'processing' : t.final;
+}
+
+function taskView(t: TaskState): FakeTask {
+  const status = taskStatus(t);
+  return { id: t.id, idempotencyKey: t.idempotencyKey, input: t.input, status, output: status === 'succeeded' ? t.output : null, submits: t.submits, cancelRequested: t.cancelRequested };
+}
+
+/** A task as the prediction-style API answers it (CONTRACT §11). */
+function taskBody(base: string, t: TaskState): Record<string, unknown> {
+  const status = taskStatus(t);
+  return {
+    id: t.id,
+    status,
+    ...(status === 'succeeded' ? { output: t.output } : {}),
+    ...(status === 'failed' ? { error: 'the fake task failed (scripted)' } : {}),
+    urls: { get: `${base}/v1/tasks/${t.id}`, cancel: `${base}/v1/tasks/${t.id}/cancel` },
+  };
 }
