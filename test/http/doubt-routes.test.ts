@@ -103,6 +103,20 @@ for (const db of TEST_DATABASES) {
       expect(refused.json()).toMatchObject({ code: 'lookup_unsupported' });
     });
 
+    it('/metrics: the age of the oldest doubt, and doubt resolved by resolved_by', async () => {
+      const scrape = async () => (await app.inject({ method: 'GET', url: '/metrics' })).body;
+      expect(await scrape()).toMatch(/^onejob_oldest_doubt_age_seconds 0$/m);
+      const a = await inDoubt('m1', 'plain');
+      await new Promise((r) => setTimeout(r, 50));
+      const age = Number(/^onejob_oldest_doubt_age_seconds (\S+)$/m.exec(await scrape())?.[1]);
+      expect(age).toBeGreaterThan(0);
+      await post(`/v1/attempts/${a.id}/resolve`, { body: { state: 'cancelled' } });
+      const after = await scrape();
+      expect(after).toMatch(/^onejob_doubt_resolved_total\{resolved_by="operator"\} 1$/m);
+      expect(after).toMatch(/^onejob_doubt_resolution_seconds_count\{resolved_by="operator"\} 1$/m);
+      expect(after).toMatch(/^onejob_oldest_doubt_age_seconds 0$/m);
+    });
+
     it('resolve: resolved_by operator, the reason kept on the attempt event', async () => {
       const a = await inDoubt('r1', 'plain');
       const res = await post(`/v1/attempts/${a.id}/resolve`, { body: { state: 'failed', reason: 'not in the provider console' } });
