@@ -138,6 +138,15 @@ export class HttpChatProvider implements Provider {
       signal: request.signal,
       onDispatched: request.onDispatched,
       onBody: (_status, headers) => {
+        // A stream may run long: its id is worth recording before the answer (CONTRACT §11).
+        const requestId = firstHeader(headers, 'x-request-id') ?? firstHeader(headers, 'request-id');
+        if (requestId !== undefined) {
+          try {
+            request.onProviderRequestId?.(requestId);
+          } catch {
+            // The listener's failure is the caller's business.
+          }
+        }
         if (!isEventStream(headers)) return null; // a server that ignored stream: true: read the whole answer
         state.streamed = true;
         const text = new TextDecoder('utf-8');

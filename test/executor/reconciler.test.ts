@@ -219,6 +219,17 @@ for (const db of TEST_DATABASES) {
       expect(await store.oldestUnknownAt()).toBeInstanceOf(Date);
     });
 
+    it('records the provider request id of a stream as soon as its headers arrive, before the answer', async () => {
+      fallback.script([{ reply: 'one two three', headers: { 'x-request-id': 'req_stream_7' }, streamGate: { afterChunks: 1, gate: 'rest' } }]);
+      await executor({ reconciler: false }).start();
+      const job = await create('stream-rid', 'fallback', { ...INPUT, stream: true });
+      const mid = await waitForJob(store, job.id, (j) => j.attempts[0]?.providerRequestId === 'req_stream_7');
+      expect(mid.attempts[0]!.state).not.toBe('succeeded');
+      fallback.release('rest');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(done.attempts[0]).toMatchObject({ providerRequestId: 'req_stream_7' });
+    });
+
     it('records the provider request id of a plain answer (x-request-id) on the attempt', async () => {
       upstream.script([{ reply: 'ok', headers: { 'x-request-id': 'req_upstream_42' } }]);
       await executor({ reconciler: false }).start();
