@@ -20,7 +20,7 @@ import { PRICING_SCHEMA } from './pricing.ts';
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
 /** Provider types onejob knows how to call. Extend here when a new adapter lands. */
-export const PROVIDER_TYPES = ['openai', 'anthropic', 'fake', 'task'] as const;
+export const PROVIDER_TYPES = ['openai', 'anthropic', 'fake', 'task', 'openai-responses'] as const;
 /** A provider type. */
 export type ProviderType = (typeof PROVIDER_TYPES)[number];
 

@@ -8,6 +8,7 @@ import { AnthropicProvider } from './anthropic/anthropic-provider.ts';
 import { FakeProviderAdapter } from './fake/fake-provider-adapter.ts';
 import { OpenAIProvider } from './openai/openai-provider.ts';
 import { TaskProvider } from './task/task-provider.ts';
+import { OpenAIResponsesProvider } from './openai-responses/openai-responses-provider.ts';
 import type { Provider, ProviderConfig } from './provider.ts';
 import { parseFakeScript } from './fake/fake-behaviour.ts';
 
@@ -42,6 +43,8 @@ export function createProvider(name: string, config: ProviderConfig, options: Cr
       return new FakeProviderAdapter(name, config, options);
     case 'task':
       return new TaskProvider(name, config, options);
+    case 'openai-responses':
+      return new OpenAIResponsesProvider(name, config, options);
   }
 }
 
@@ -58,8 +61,8 @@ export function providerConfigProblems(name: string, config: unknown): string[] 
   const c = config as Record<string, unknown>;
   const problems: string[] = [];
   const type = c.type;
-  if (type !== 'openai' && type !== 'anthropic' && type !== 'fake' && type !== 'task') {
-    return [`${at('type')}: must be "openai", "anthropic", "fake" or "task" (got ${JSON.stringify(type)})`];
+  if (type !== 'openai' && type !== 'anthropic' && type !== 'fake' && type !== 'task' && type !== 'openai-responses') {
+    return [`${at('type')}: must be "openai", "anthropic", "fake", "task" or "openai-responses" (got ${JSON.stringify(type)})`];
   }
   const baseUrlRequired = type !== 'fake';
   if (c.baseUrl !== undefined || baseUrlRequired) {

@@ -14,6 +14,8 @@ export const ProviderType = {
   Fake: 'fake',
   /** Long-running work behind a prediction-style API: POST `{baseUrl}`, GET/cancel the task (CONTRACT §11). */
   Task: 'task',
+  /** The OpenAI Responses API in background mode: POST `{baseUrl}/responses`, GET/cancel the response (CONTRACT §11). */
+  OpenAIResponses: 'openai-responses',
 } as const;
 export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
 
@@ -70,6 +72,21 @@ export interface HttpProviderConfig extends ProviderConfigBase {
    * Default: none.
    */
   readonly lookup?: 'stored-completions' | null | undefined;
+}
+
+/**
+ * The OpenAI Responses API upstream, in background mode (CONTRACT §11).
+ *
+ * @example { type: 'openai-responses', baseUrl: 'https://api.openai.com/v1', apiKey: 'env:OPENAI_API_KEY', model: 'gpt-4.1-mini', maxDurationMs: 600000 }
+ */
+export interface OpenAIResponsesProviderConfig extends ProviderConfigBase {
+  readonly type: 'openai-responses';
+  /** The API root that `/responses` is appended to. */
+  readonly baseUrl: string;
+  readonly apiKey?: string | null | undefined;
+  readonly model: string;
+  /** How often a background response is polled while its attempt waits, in ms. Default 1000. */
+  readonly pollIntervalMs?: number | undefined;
 }
 
 /**

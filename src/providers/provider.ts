@@ -8,7 +8,7 @@
  * deadline. See `docs/providers.md` for the classification table.
  */
 import type { FakeProviderConfig } from './fake/fake-provider-config.ts';
-import type { HttpProviderConfig, ProviderType, TaskProviderConfig } from './provider-config.ts';
+import type { HttpProviderConfig, OpenAIResponsesProviderConfig, ProviderType, TaskProviderConfig } from './provider-config.ts';
 import type {
   OpenAIChatRequestBody,
   OpenAIChoiceLogprobs,
@@ -21,7 +21,7 @@ import type {
 export * from './provider-config.ts';
 
 /** A provider's configuration (CONTRACT §4), by type. */
-export type ProviderConfig = HttpProviderConfig | FakeProviderConfig | TaskProviderConfig;
+export type ProviderConfig = HttpProviderConfig | FakeProviderConfig | TaskProviderConfig | OpenAIResponsesProviderConfig;
 
 /** One content part of a user message (OpenAI's shape: `text`, `image_url`, `input_audio`, `file`). */
 export type ChatContentPart = OpenAIContentPart;

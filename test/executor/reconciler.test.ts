@@ -61,6 +61,7 @@ for (const db of TEST_DATABASES) {
         ['stored', createProvider('stored', { type: 'openai', baseUrl: `${upstream.url}/v1`, model: 'gpt-fake', timeoutMs: 300, lookup: 'stored-completions', maxDurationMs: 1_500 })],
         ['tasks', createProvider('tasks', { type: 'task', baseUrl: `${upstream.url}/v1/tasks`, timeoutMs: 300, pollIntervalMs: 50, maxDurationMs: 60_000 })],
         ['plain', createProvider('plain', { type: 'openai', baseUrl: `${upstream.url}/v1`, model: 'gpt-fake', timeoutMs: 300, maxDurationMs: 300, settleUnknownAfterMs: 600 })],
+        ['responses', createProvider('responses', { type: 'openai-responses', baseUrl: `${upstream.url}/v1`, model: 'gpt-resp', timeoutMs: 300, pollIntervalMs: 50, maxDurationMs: 60_000 })],
         ['fallback', createProvider('fallback', { type: 'openai', baseUrl: `${fallback.url}/v1`, model: 'gpt-fallback', timeoutMs: 2_000 })],
       ]);
     });
@@ -192,6 +193,41 @@ for (const db of TEST_DATABASES) {
       await waitForJob(store, running.id, (j) => j.attempts[0]?.state === 'cancelled');
       for (let i = 0; i < 100 && !upstream.tasks[0]?.cancelRequested; i++) await new Promise((r) => setTimeout(r, 20));
       expect(upstream.tasks[0]).toMatchObject({ cancelRequested: true, status: 'canceled', submits: 1 });
+    });
+
+    it('openai-responses: background + store, the resp_ id recorded before the wait, a long response resolved by lookup', async () => {
+      upstream.script([{ reply: 'a considered answer', task: { runMs: 1_000 } }]);
+      const e = executor();
+      await e.start();
+      const job = await create('resp', 'responses', { messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'think' }], max_tokens: 64 });
+      const unknown = await waitForJob(store, job.id, (j) => j.attempts[0]?.state === 'unknown');
+      expect(unknown.attempts[0]!.providerRequestId).toBe('resp_fake_1');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(done.attempts[0]).toMatchObject({ state: 'succeeded', resolvedBy: expect.stringMatching(/^(lookup|late_answer)$/), providerRequestId: 'resp_fake_1' });
+      expect(done.result).toMatchObject({ content: 'a considered answer', provider: 'responses', finish_reason: 'stop' });
+      const submits = upstream.calls.length + upstream.responses.length;
+      expect(upstream.responses).toHaveLength(1);
+      expect(submits).toBe(1); // no chat call, one response created
+      expect(upstream.responses[0]!.attemptId).toBe(done.attempts[0]!.id);
+    });
+
+    it('openai-responses: a failed response found by the lookup moves the job down its chain; a cancelled job cancels its response upstream', async () => {
+      upstream.script([{ task: { runMs: 600, status: 'failed' } }]);
+      fallback.script([{ reply: 'from the fallback' }]);
+      const e = executor({ lateAnswerGraceMs: 0 });
+      await e.start();
+      const job = await create('resp-fail', 'responses');
+      const done = await waitForJob(store, job.id, (j) => j.state === 'succeeded');
+      expect(done.attempts.map((a) => [a.provider, a.state, a.error?.code ?? null, a.resolvedBy])).toEqual([
+        ['responses', 'failed', 'provider_task_failed', 'lookup'],
+        ['fallback', 'succeeded', null, null],
+      ]);
+      upstream.script([{ task: { runMs: 30_000 } }]);
+      const long = await create('resp-cancel', 'responses');
+      await waitForJob(store, long.id, (j) => j.attempts[0]?.providerRequestId === 'resp_fake_2');
+      await store.cancelJob(OWNER, long.id);
+      for (let i = 0; i < 100 && !upstream.responses[1]?.cancelRequested; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(upstream.responses[1]).toMatchObject({ cancelRequested: true, status: 'cancelled' });
     });
 
     it('the lookup queue: one asker per attempt, the next ask after backoff, only providers that can be asked', async () => {

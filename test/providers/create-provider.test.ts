@@ -27,7 +27,7 @@ describe('createProvider validation', () => {
     ]);
     expect(providerConfigProblems('p', { type: 'task', baseUrl: 'http://x/tasks', callbackSecret: 'short' })).toEqual(['providers.p.callbackSecret: must be a string of at least 16 characters']);
     expect(providerConfigProblems('p', { type: 'task', baseUrl: 'http://x/tasks', maxDurationMs: 60000, callbackSecret: 'whsec_0123456789abcdef' })).toEqual([]);
-    expect(providerConfigProblems('p', { type: 'gemini' })).toEqual(['providers.p.type: must be "openai", "anthropic", "fake" or "task" (got "gemini")']);
+    expect(providerConfigProblems('p', { type: 'gemini' })).toEqual(['providers.p.type: must be "openai", "anthropic", "fake", "task" or "openai-responses" (got "gemini")']);
     expect(providerConfigProblems('p', { type: 'fake', baseUrl: 'http://x', script: [] })[0]).toContain('only for an embedded fake');
     expect(providerConfigProblems('p', { type: 'fake', script: [{ delayMs: 'soon' }] })).toEqual(['providers.p.script[0].delayMs: must be a number between 0 and 9007199254740991']);
   });

@@ -140,6 +140,8 @@ export interface FakeProvider {
   readonly storedCompletions: readonly Record<string, unknown>[];
   /** Every task created (`POST /v1/tasks`), oldest first, with how many creates and lookups each received. */
   readonly tasks: readonly FakeTask[];
+  /** Every background response created (`POST /v1/responses`), oldest first. */
+  readonly responses: readonly FakeResponse[];
   /** Questions about earlier work received: stored-completion listings and task reads. */
   readonly lookups: number;
   /** Resolves once call `seq` is finished (replied, reset, closed…), with its record. */
@@ -162,6 +164,26 @@ export interface FakeTask {
   readonly submits: number;
   /** Whether `POST /v1/tasks/{id}/cancel` was received. */
   readonly cancelRequested: boolean;
+}
+
+/** A background response of the fake's Responses API (`POST /v1/responses`, `GET /v1/responses/{id}`, `POST …/cancel`). */
+export interface FakeResponse {
+  readonly id: string;
+  /** `metadata.onejob_attempt_id` of the request (onejob's attempt). */
+  readonly attemptId: string | null;
+  readonly status: 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+  readonly cancelRequested: boolean;
+}
+
+interface ResponseState {
+  readonly id: string;
+  readonly attemptId: string | null;
+  readonly model: string;
+  readonly text: string;
+  readonly endsAt: number;
+  readonly final: 'completed' | 'failed' | 'cancelled';
+  cancelled: boolean;
+  cancelRequested: boolean;
 }
 
 interface TaskState {
@@ -214,6 +236,7 @@ class FakeProviderServer implements FakeProvider {
   #closing = false;
   readonly #stored: Record<string, unknown>[] = [];
   readonly #tasks = new Map<string, TaskState>();
+  readonly #responses = new Map<string, ResponseState>();
   #lookups = 0;
   #host = '127.0.0.1';
   #port = 0;
@@ -265,6 +288,9 @@ class FakeProviderServer implements FakeProvider {
   get tasks(): readonly FakeTask[] {
     return [...this.#tasks.values()].map((t) => taskView(t));
   }
+  get responses(): readonly FakeResponse[] {
+    return [...this.#responses.values()].map((r) => ({ id: r.id, attemptId: r.attemptId, status: responseStatus(r), cancelRequested: r.cancelRequested }));
+  }
   get lookups(): number {
     return this.#lookups;
   }
@@ -306,6 +332,7 @@ class FakeProviderServer implements FakeProvider {
     this.#seq = 0;
     this.#stored.length = 0;
     this.#tasks.clear();
+    this.#responses.clear();
     this.#lookups = 0;
   }
 
@@ -359,6 +386,8 @@ class FakeProviderServer implements FakeProvider {
     }
     // Questions about earlier work (CONTRACT §11): stored completions, and the task API.
     if ((path === '/v1/chat/completions' || path === '/chat/completions') && method === 'GET') return this.#listStored(req, res);
+    const response = /^(?:\/v1)?\/responses(?:\/([^/]+)(\/cancel)?)?$/.exec(path);
+    if (response !== null) return this.#responsesApi(req, res, method, response[1] === undefined ? undefined : decodeURIComponent(response[1]), response[2] !== undefined);
     const task = /^(?:\/v1)?\/tasks(?:\/([^/]+)(\/cancel)?)?$/.exec(path);
     if (task !== null) return this.#taskApi(req, res, method, task[1] === undefined ? undefined : decodeURIComponent(task[1]), task[2] !== undefined);
 
@@ -469,6 +498,56 @@ class FakeProviderServer implements FakeProvider {
     }
     const data = this.#stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, unknown> | undefined)?.[k] === v));
     sendJson(res, 200, { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
+  }
+
+  /** The fake Responses API in background mode: create, read, cancel (CONTRACT §11). */
+  async #responsesApi(req: IncomingMessage, res: ServerResponse, method: string, id: string | undefined, cancel: boolean): Promise<void> {
+    const headers = flattenHeaders(req);
+    const auth = this.#checkAuth('openai', headers);
+    if (auth !== null) return sendJson(res, auth.status, { error: { message: auth.message } });
+    if (id === undefined) {
+      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      let body: { input?: unknown; model?: unknown; metadata?: { onejob_attempt_id?: unknown }; background?: unknown };
+      try {
+        body = JSON.parse((await readBody(req)) ?? '');
+      } catch {
+        return sendJson(res, 400, { error: { message: 'request body is not valid JSON' } });
+      }
+      let chosen: FakeBehaviour;
+      try {
+        chosen = this.#choose('openai', headers, { messages: [], ...body }).behaviour;
+      } catch (err) {
+        return sendJson(res, 400, { error: { message: `fake provider: ${(err as Error).message}` } });
+      }
+      if (chosen.status !== undefined && chosen.status >= 300) return sendJson(res, chosen.status, { error: { message: 'scripted', ...chosen.error } }, { ...defaultErrorHeaders(chosen.status), ...(chosen.headers ?? {}) });
+      const items = Array.isArray(body.input) ? (body.input as { role?: string; content?: unknown }[]) : [];
+      const lastUser = [...items].reverse().find((i) => i.role === 'user');
+      const echo = typeof lastUser?.content === 'string' ? lastUser.content : typeof body.input === 'string' ? body.input : '';
+      const final = chosen.task?.status === 'failed' ? 'failed' : chosen.task?.status === 'canceled' ? 'cancelled' : 'completed';
+      const r: ResponseState = {
+        id: `resp_fake_${this.#responses.size + 1}`, attemptId: typeof body.metadata?.onejob_attempt_id === 'string' ? body.metadata.onejob_attempt_id : null,
+        model: typeof body.model === 'string' ? body.model : 'fake-model', text: typeof chosen.reply === 'string' ? chosen.reply : chosen.reply === undefined ? echo : JSON.stringify(chosen.reply),
+        endsAt: Date.now() + (chosen.task?.runMs ?? 0), final, cancelled: false, cancelRequested: false,
+      };
+      this.#responses.set(r.id, r);
+      if (chosen.loseAnswer === true) {
+        req.socket.resetAndDestroy();
+        return;
+      }
+      // Background mode answers at once, before the work is done.
+      return sendJson(res, 200, responseBody(r, body.background === true ? (Date.now() < r.endsAt ? 'queued' : responseStatus(r)) : responseStatus(r)));
+    }
+    const r = this.#responses.get(id);
+    if (r === undefined) return sendJson(res, 404, { error: { message: `No response found with id '${id}'.`, type: 'invalid_request_error' } });
+    if (cancel) {
+      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      r.cancelRequested = true;
+      if (responseStatus(r) === 'in_progress') r.cancelled = true;
+      return sendJson(res, 200, responseBody(r, responseStatus(r)));
+    }
+    if (method !== 'GET') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+    this.#lookups += 1;
+    return sendJson(res, 200, responseBody(r, responseStatus(r)));
   }
 
   /** The fake task service: create (idempotent by `Idempotency-Key`), read, cancel. */
@@ -1026,5 +1105,29 @@ function taskBody(base: string, t: TaskState): Record<string, unknown> {
     ...(status === 'succeeded' ? { output: t.output } : {}),
     ...(status === 'failed' ? { error: 'the fake task failed (scripted)' } : {}),
     urls: { get: `${base}/v1/tasks/${t.id}`, cancel: `${base}/v1/tasks/${t.id}/cancel` },
+  };
+}
+
+function responseStatus(r: ResponseState): FakeResponse['status'] {
+  if (r.cancelled) return 'cancelled';
+  return Date.now() < r.endsAt ? 'in_progress' : r.final;
+}
+
+/** A Response object (OpenAI's shape) for a fake background response. */
+function responseBody(r: ResponseState, status: FakeResponse['status']): Record<string, unknown> {
+  const done = status === 'completed';
+  const outputTokens = Math.max(1, Math.ceil(r.text.length / 4));
+  return {
+    id: r.id,
+    object: 'response',
+    created_at: Math.floor(Date.now() / 1000),
+    status,
+    background: true,
+    model: r.model,
+    output: done ? [{ type: 'message', id: `msg_${r.id}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: r.text, annotations: [] }] }] : [],
+    error: status === 'failed' ? { code: 'server_error', message: 'the fake response failed (scripted)' } : null,
+    incomplete_details: null,
+    metadata: r.attemptId === null ? {} : { onejob_attempt_id: r.attemptId },
+    usage: done ? { input_tokens: 5, output_tokens: outputTokens, total_tokens: 5 + outputTokens } : null,
   };
 }
