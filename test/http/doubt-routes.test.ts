@@ -52,15 +52,15 @@ for (const db of TEST_DATABASES) {
     });
 
     /** A job whose first attempt was sent to `provider` and is now `unknown`; for tasks, the fake holds its task. */
-    async function inDoubt(key: string, provider: 'tasks' | 'plain', task?: { runMs?: number; status?: 'succeeded' | 'failed' }) {
+    async function inDoubt(key: string, provider: 'tasks' | 'plain', task?: { runMs?: number; status?: 'succeeded' | 'failed' }, service: FakeProvider = fake) {
       const lease = { leaseOwner: 'exe_gone', leaseMs: 30_000 };
       const { claimed } = await store.createJob({ ownerId: 'alice', idempotencyKey: key, route: 'r', input: INPUT, providers: [provider, 'plain'], firstAttempt: lease });
       const a = claimed!.attempt;
       const fence = { ownerId: 'alice', attemptId: a.id, leaseOwner: lease.leaseOwner, leaseToken: a.leaseToken! };
       if (provider === 'tasks') {
         // What the executor sent (Idempotency-Key: the attempt id), its id recorded; then the executor went away.
-        fake.script([{ task: { output: { frames: 24 }, ...task } }]);
-        const created = await fetch(`${fake.url}/v1/tasks`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': a.id }, body: JSON.stringify({ input: INPUT }) });
+        service.script([{ task: { output: { frames: 24 }, ...task } }]);
+        const created = await fetch(`${service.url}/v1/tasks`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': a.id }, body: JSON.stringify({ input: INPUT }) });
         const body = (await created.json()) as { id: string };
         expect(await store.recordProviderRequestId({ ...fence, providerRequestId: body.id })).toBe(true);
       }
@@ -124,6 +124,23 @@ for (const db of TEST_DATABASES) {
       expect(res.json()).toMatchObject({ state: 'failed', resolved_by: 'operator' });
       const events = await store.listEvents('alice', a.jobId);
       expect(events.find((e) => e.type === 'attempt.failed')?.data).toMatchObject({ reason: 'not in the provider console', resolved_by: 'operator', actor: 'api' });
+    });
+
+    it('callback: the fake task service calls back when the task ends, signed; the doubt ends resolved_by callback', async () => {
+      await app.listen({ host: '127.0.0.1', port: 0 });
+      const address = app.server.address() as { port: number };
+      const service = await startFakeProvider({ taskCallback: { url: `http://127.0.0.1:${address.port}/v1/attempts/{attempt}/callback`, secret: SECRET } });
+      try {
+        const a = await inDoubt('cb-fake', 'tasks', { runMs: 1_000 }, service);
+        // Until the service has its answer (the attempt is settled just before the callback's response leaves).
+        for (let i = 0; i < 500 && (service.callbacks[0]?.answered ?? null) === null; i++) await new Promise((r) => setTimeout(r, 20));
+        const after = await store.getAttempt('alice', a.id);
+        expect({ state: after!.state, resolvedBy: after!.resolvedBy, callbacks: service.callbacks }).toEqual({
+          state: 'succeeded', resolvedBy: 'callback', callbacks: [{ taskId: 'task_fake_1', status: 'succeeded', answered: 200 }],
+        });
+      } finally {
+        await service.close();
+      }
     });
 
     it('callback: 401 without a signature, with a token instead, with a bad one, or on another spelling of the path', async () => {

@@ -14,6 +14,7 @@
  * // point an `openai` provider at `${fake.url}/v1`, an `anthropic` one at `fake.url`
  * await fake.close();
  */
+import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
@@ -40,6 +41,15 @@ export interface StartFakeProviderOptions {
   readonly script?: FakeScript | readonly FakeBehaviour[];
   /** When set, calls must carry this key (`Authorization: Bearer …` or `x-api-key`) or get a 401. */
   readonly apiKey?: string;
+  /**
+   * Tasks call back when they end (CONTRACT §11): `POST url` (`{attempt}`
+   * replaced by the task's `Idempotency-Key`, onejob's attempt id) with the
+   * task as the body, signed `Onejob-Signature: sha256=<hex HMAC-SHA256 of
+   * the body with secret>`.
+   *
+   * @example { url: 'http://127.0.0.1:8080/v1/attempts/{attempt}/callback', secret: 'whsec_…' }
+   */
+  readonly taskCallback?: { readonly url: string; readonly secret: string };
 }
 
 /** Where a call's behaviour came from. */
@@ -140,6 +150,8 @@ export interface FakeProvider {
   readonly storedCompletions: readonly Record<string, unknown>[];
   /** Every task created (`POST /v1/tasks`), oldest first, with how many creates and lookups each received. */
   readonly tasks: readonly FakeTask[];
+  /** The callbacks tasks sent (`taskCallback`), oldest first, with the status each was answered (0: not delivered). */
+  readonly callbacks: readonly { readonly taskId: string; readonly status: string; readonly answered: number | null }[];
   /** Every background response created (`POST /v1/responses`), oldest first. */
   readonly responses: readonly FakeResponse[];
   /** Questions about earlier work received: stored-completion listings and task reads. */
@@ -241,8 +253,13 @@ class FakeProviderServer implements FakeProvider {
   #host = '127.0.0.1';
   #port = 0;
 
+  readonly #taskCallback: { readonly url: string; readonly secret: string } | undefined;
+  /** Callbacks sent (`taskCallback`), with the status each was answered. */
+  readonly callbacks: { taskId: string; status: string; answered: number | null }[] = [];
+
   constructor(options: StartFakeProviderOptions) {
     this.#apiKey = options.apiKey;
+    this.#taskCallback = options.taskCallback;
     if (options.script !== undefined) this.script(options.script);
     this.#server = createServer((req, res) => {
       this.#handle(req, res).catch((err: unknown) => {
@@ -588,6 +605,7 @@ class FakeProviderServer implements FakeProvider {
         output: chosen.task?.output ?? chosen.reply ?? { echo: input }, submits: 1, cancelled: false, cancelRequested: false,
       };
       this.#tasks.set(t.id, t);
+      this.#scheduleCallback(t);
       if (chosen.hang === true) return; // created, never answered (until the client goes away)
       if (chosen.loseAnswer === true) {
         req.socket.resetAndDestroy();
@@ -600,12 +618,42 @@ class FakeProviderServer implements FakeProvider {
     if (cancel) {
       if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
       t.cancelRequested = true;
-      if (taskStatus(t) === 'processing') t.cancelled = true;
+      if (taskStatus(t) === 'processing') {
+        t.cancelled = true;
+        void this.#callBack(t);
+      }
       return sendJson(res, 200, taskBody(this.url, t));
     }
     if (method !== 'GET') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
     this.#lookups += 1;
     return sendJson(res, 200, taskBody(this.url, t));
+  }
+
+  /** With `taskCallback`: the task calls back when it ends (unless cancelled first: then at the cancel). */
+  #scheduleCallback(t: TaskState): void {
+    if (this.#taskCallback === undefined || t.idempotencyKey === null) return;
+    const timer = setTimeout(() => {
+      if (!t.cancelled && !this.#closing) void this.#callBack(t);
+    }, Math.max(0, t.endsAt - Date.now()));
+    timer.unref();
+  }
+
+  async #callBack(t: TaskState): Promise<void> {
+    const cb = this.#taskCallback;
+    if (cb === undefined || t.idempotencyKey === null) return;
+    const body = JSON.stringify(taskBody(this.url, t));
+    const record = { taskId: t.id, status: taskStatus(t), answered: null as number | null };
+    this.callbacks.push(record);
+    try {
+      const res = await fetch(cb.url.replace('{attempt}', encodeURIComponent(t.idempotencyKey)), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'onejob-signature': `sha256=${createHmac('sha256', cb.secret).update(body).digest('hex')}` },
+        body,
+      });
+      record.answered = res.status;
+    } catch {
+      record.answered = 0;
+    }
   }
 
   #checkAuth(protocol: FakeProtocol, headers: Record<string, string>): { status: number; message: string } | null {
