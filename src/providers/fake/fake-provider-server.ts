@@ -202,7 +202,7 @@ interface TaskState {
   readonly id: string;
   readonly idempotencyKey: string | null;
   readonly input: unknown;
-  readonly endsAt: number;
+  endsAt: number;
   readonly final: 'succeeded' | 'failed' | 'canceled';
   readonly output: unknown;
   submits: number;
@@ -633,6 +633,8 @@ class FakeProviderServer implements FakeProvider {
   #scheduleCallback(t: TaskState): void {
     if (this.#taskCallback === undefined || t.idempotencyKey === null) return;
     const timer = setTimeout(() => {
+      // A timer may fire a millisecond before the wall clock reaches endsAt: the task has ended now.
+      t.endsAt = Math.min(t.endsAt, Date.now());
       if (!t.cancelled && !this.#closing) void this.#callBack(t);
     }, Math.max(0, t.endsAt - Date.now()));
     timer.unref();
