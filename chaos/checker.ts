@@ -88,7 +88,7 @@ const TERMINAL_JOB = new Set(['succeeded', 'failed', 'cancelled']);
 /** Provider error codes that mean "maybe executed": never a `failed` attempt by an executor. */
 const AMBIGUOUS_CODES = new Set([
   'aborted_after_send', 'connection_lost', 'provider_server_error', 'malformed_response',
-  'lease_expired', 'timeout', 'deadline_exceeded', 'attempt_timeout',
+  'lease_expired', 'timeout', 'deadline_exceeded', 'stream_stalled', 'attempt_timeout',
 ]);
 /** Fake-provider call results after which a `failed` attempt is legitimate (nothing was executed). */
 const DEFINITE_FAILURE_STATUS = (status: number | null): boolean =>

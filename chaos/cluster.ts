@@ -46,7 +46,7 @@ export const CONTRACTS = {
 } as const;
 /** The text of the contract's verification case: the fakes answer it by a rule, outside the workload's script. */
 export const VERIFY_CASE_TEXT = 'verify-case';
-/** An attempt's deadline (provider timeoutMs): past it the attempt is unknown. */
+/** An attempt's deadline (provider timeoutMs), and a stream's longest silence after its first output (idleTimeoutMs): past either the attempt is unknown. */
 export const PROVIDER_TIMEOUT_MS = 2500;
 
 /** Options of {@link startCluster}. */
@@ -331,7 +331,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
 
     const config = {
       apiKeys: API_KEYS,
-      providers: Object.fromEntries(fakes.map((f) => [f.name, { type: 'openai', baseUrl: `http://127.0.0.1:${f.proxy.port}/v1`, model: `model-${f.name}`, timeoutMs: PROVIDER_TIMEOUT_MS }])),
+      providers: Object.fromEntries(fakes.map((f) => [f.name, { type: 'openai', baseUrl: `http://127.0.0.1:${f.proxy.port}/v1`, model: `model-${f.name}`, timeoutMs: PROVIDER_TIMEOUT_MS, idleTimeoutMs: PROVIDER_TIMEOUT_MS }])),
       routes: ROUTES,
       contracts: CONTRACTS,
     };

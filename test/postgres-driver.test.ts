@@ -424,13 +424,13 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
 
     it('claims unclaimed starting attempts oldest first, each with its own token, without overlap between claimers', async () => {
       // Settle anything earlier tests left claimable, so this test sees only its own rows.
-      await driver.queries.attemptClaim({ leaseOwner: 'exe_sweep', leaseExpiresAt: at(1), limit: 1_000 });
+      await driver.queries.attemptClaim({ leaseOwner: 'exe_sweep', leaseExpiresAt: at(1), limit: 1_000, now: new Date(8.64e15) });
       const j = jobRow();
       await driver.queries.jobInsert(j);
       const rows = Array.from({ length: 40 }, (_, i) => attemptRow(j.id, { number: i + 1, startedAt: at(i) }));
       for (const r of rows) await driver.queries.attemptInsert(r);
       const claims = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => driver.queries.attemptClaim({ leaseOwner: `exe_${i}`, leaseExpiresAt: at(60_000), limit: 5 })),
+        Array.from({ length: 8 }, (_, i) => driver.queries.attemptClaim({ leaseOwner: `exe_${i}`, leaseExpiresAt: at(60_000), limit: 5, now: at(60_000) })),
       );
       const all = claims.flat();
       expect(all).toHaveLength(40);
@@ -441,7 +441,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
         const times = batch.map((a) => a.startedAt.getTime());
         expect(times).toEqual([...times].sort((x, y) => x - y));
       }
-      expect(await driver.queries.attemptClaim({ leaseOwner: 'exe_9', leaseExpiresAt: at(60_000), limit: 5 })).toEqual([]);
+      expect(await driver.queries.attemptClaim({ leaseOwner: 'exe_9', leaseExpiresAt: at(60_000), limit: 5, now: at(60_000) })).toEqual([]);
     });
 
     it('extends only valid leases of the asking executor, and lists expired leases of live attempts', async () => {

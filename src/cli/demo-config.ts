@@ -3,7 +3,7 @@
  * embedded fake providers behind one route, so a new user sees a job, a
  * timeout becoming unknown, a resolve and a failover within a minute.
  */
-import type { OnejobConfig } from '../config/config.ts';
+import { DEFAULT_IDLE_TIMEOUT_MS, type OnejobConfig } from '../config/config.ts';
 
 /** The demo's API token (owner `demo`). */
 export const DEMO_TOKEN = 'demo-token';
@@ -26,7 +26,7 @@ export function withDemo(config: OnejobConfig): OnejobConfig {
     apiKeys: Object.keys(config.apiKeys).length > 0 ? config.apiKeys : { [DEMO_TOKEN]: 'demo' },
     providers: {
       primary: {
-        type: 'fake', protocol: 'openai', model: 'demo-primary', apiKey: null, timeoutMs: 3000,
+        type: 'fake', protocol: 'openai', model: 'demo-primary', apiKey: null, timeoutMs: 3000, idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS, maxDurationMs: null,
         script: {
           rules: [
             { match: { contains: 'hang' }, behaviour: { hang: true } },
@@ -36,7 +36,7 @@ export function withDemo(config: OnejobConfig): OnejobConfig {
         },
       },
       fallback: {
-        type: 'fake', protocol: 'anthropic', model: 'demo-fallback', apiKey: null, timeoutMs: 3000,
+        type: 'fake', protocol: 'anthropic', model: 'demo-fallback', apiKey: null, timeoutMs: 3000, idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS, maxDurationMs: null,
         script: { default: { delayMs: 100 } },
       },
     },

@@ -1091,6 +1091,413 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The routes this token may use, as OpenAI models */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: {
+                                /** @description Unix seconds: when this server loaded its configuration. */
+                                created: number;
+                                /** @description A route name: pass it as `model`. */
+                                id: string;
+                                /** @enum {unknown} */
+                                object: "model";
+                                /** @enum {unknown} */
+                                owned_by: "onejob";
+                            }[];
+                            /** @enum {unknown} */
+                            object: "list";
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One route, as an OpenAI model */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description Unix seconds: when this server loaded its configuration. */
+                            created: number;
+                            /** @description A route name: pass it as `model`. */
+                            id: string;
+                            /** @enum {unknown} */
+                            object: "model";
+                            /** @enum {unknown} */
+                            owned_by: "onejob";
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/responses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a response (OpenAI Responses API, idempotent)
+         * @description `model` names a route (or `route:<name>`). The same Idempotency-Key rules, job and error answers as `POST /v1/chat/completions`; 200 is the Response (`object: "response"`, `output` items, `usage`), header `Onejob-Job-Id`. `stream: true`: Responses server-sent events with `sequence_number`. `background: true`: the Response at once (`queued` / `in_progress`); the job runs on. `stream` and `background` are delivery, not intent: flipping them with the same key is the same job. `previous_response_id`: a Response of the same owner this one continues, whatever provider served it (404 when it names none).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description true: answer at once (status queued or in_progress); the job runs on. */
+                        background?: boolean | null;
+                        /** @description Text, or an array of input items (messages, function_call, function_call_output). */
+                        input?: string | unknown[];
+                        /** @description A configured route name, or `route:<name>`. */
+                        model: string;
+                        /** @description A Response of the same owner this one continues (any provider served it). */
+                        previous_response_id?: string | null;
+                        /** @description true: the answer is streamed as Responses server-sent events. */
+                        stream?: boolean | null;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description The Response (`object: "response"`), with `onejob: {job_id, state}`. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/responses/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a response, or follow its events
+         * @description The Response now: `queued`, `in_progress` (a job in doubt is `in_progress` with `onejob.state: "unknown"`), `completed`, `incomplete`, `failed`, `cancelled`. With `stream=true`: its events after `starting_after`, live while it runs.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    include?: string | string[];
+                    include_obfuscation?: boolean;
+                    /** @description With stream: only events whose sequence_number is greater. */
+                    starting_after?: number;
+                    /** @description true: the events of the Response, live while it runs. */
+                    stream?: boolean;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description The Response (`object: "response"`), with `onejob: {job_id, state}`. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/responses/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a response
+         * @description Cancels the job (as `POST /v1/jobs/{id}/cancel`) and answers the Response `cancelled`; a finished one answers as it is.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description The Response (`object: "response"`), with `onejob: {job_id, state}`. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/responses/{id}/input_items": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A response's input items
+         * @description This Response's own input items (not those of the Responses it continues), in OpenAI's list shape; `order` default `desc`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description An item id: list the items after it. */
+                    after?: string;
+                    include?: string | string[];
+                    limit?: number;
+                    order?: "asc" | "desc";
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `{object: "list", data, first_id, last_id, has_more}`. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/usage": {
         parameters: {
             query?: never;
@@ -1182,7 +1589,7 @@ export type components = {
             cost_usd?: number | null;
             /**
              * Format: date-time
-             * @description Past it without an answer the attempt is `unknown`; null until an executor claims it.
+             * @description The deadline in force: past it without an answer (a stream: without its first output) the attempt is `unknown` (`deadline_exceeded`). Null before the attempt is running, and once a stream's output flows (then only `idleTimeoutMs` of silence between its events ends it: `stream_stalled`).
              */
             deadline_at: string | null;
             /** @description A machine-readable `code`, a human `message`, and optional `details`; null when there is none. */

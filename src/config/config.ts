@@ -16,6 +16,7 @@ import { OnejobError } from '../core/errors.ts';
 import { describeAjvError } from './describe-ajv-error.ts';
 import { providerConfigProblems } from '../providers/create-provider.ts';
 import { PRICING_SCHEMA } from './pricing.ts';
+import { RETRY_SCHEMA } from './retry-policy.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -38,8 +39,10 @@ export const DEFAULT_FINISHED_JOBS_DAYS = 30;
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
 /** The default server-side wait of `POST /v1/chat/completions`: 5 minutes, below the OpenAI SDK's 10-minute timeout. */
 export const DEFAULT_CHAT_MAX_WAIT_MS = 300_000;
-/** The default deadline of one attempt. */
+/** The default `timeoutMs`: to the answer of a non-streamed attempt, to the first output of a streamed one. */
 export const DEFAULT_TIMEOUT_MS = 20_000;
+/** The default `idleTimeoutMs`: the longest silence between events of a stream after its first output. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 /** The config file read when no path is given, if it exists. */
 export const DEFAULT_CONFIG_FILE = 'onejob.config.json';
 
@@ -51,8 +54,12 @@ export interface ProviderConfig {
   /** The API key (after `env:` resolution), or null when the provider needs none (a local server). */
   readonly apiKey: string | null;
   readonly model: string;
-  /** An attempt's deadline; past it the attempt is `unknown`. Default 20000. */
+  /** To the answer of a non-streamed attempt, to the first output of a streamed one; past it the attempt is `unknown` (`deadline_exceeded`). Default 20000. */
   readonly timeoutMs: number;
+  /** The longest silence between a stream's events after its first output; past it the attempt is `unknown` (`stream_stalled`). Default 30000. */
+  readonly idleTimeoutMs: number;
+  /** The provider's promise that no request runs longer on its side, or null (none; the default). */
+  readonly maxDurationMs: number | null;
   readonly [extra: string]: unknown;
 }
 
@@ -169,6 +176,9 @@ export const CONFIG_FILE_SCHEMA = {
           apiKey: { type: ['string', 'null'] },
           model: { type: 'string', minLength: 1 },
           timeoutMs: { type: 'integer', minimum: 1 },
+          idleTimeoutMs: { type: 'integer', minimum: 1 },
+          maxDurationMs: { type: ['integer', 'null'], minimum: 1 },
+          retry: RETRY_SCHEMA,
           pricing: PRICING_SCHEMA,
         },
       },
@@ -317,6 +327,8 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
       apiKey: (resolved.apiKey as string | null | undefined) ?? null,
       model: (resolved.model as string | null) ?? (p.type === 'fake' ? 'fake-model' : p.type === 'task' ? 'task' : ''),
       timeoutMs: (p.timeoutMs as number | undefined) ?? DEFAULT_TIMEOUT_MS,
+      idleTimeoutMs: (p.idleTimeoutMs as number | undefined) ?? DEFAULT_IDLE_TIMEOUT_MS,
+      maxDurationMs: (p.maxDurationMs as number | null | undefined) ?? null,
     } as ProviderConfig;
     // The adapter's own checks (URL shape, fake scripts…), reported with the file's paths.
     if (!problems.some((x) => x.startsWith(`/providers/${name}/`))) {
@@ -399,13 +411,16 @@ export function defineConfig(partial: {
   chatMaxWaitMs?: number;
   retention?: Partial<RetentionConfig>;
   apiKeys?: Record<string, string>;
-  providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; [extra: string]: unknown }>;
+  providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
   contracts?: Record<string, Record<string, unknown>>;
 }): OnejobConfig {
   const providers: Record<string, ProviderConfig> = {};
   for (const [name, p] of Object.entries(partial.providers ?? {})) {
-    providers[name] = { ...p, apiKey: p.apiKey ?? null, timeoutMs: p.timeoutMs ?? DEFAULT_TIMEOUT_MS };
+    providers[name] = {
+      ...p, apiKey: p.apiKey ?? null, timeoutMs: p.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      idleTimeoutMs: p.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS, maxDurationMs: p.maxDurationMs ?? null,
+    };
   }
   const routes: Record<string, RouteConfig> = {};
   for (const [name, r] of Object.entries(partial.routes ?? {})) {

@@ -140,10 +140,61 @@ export function decideStartAttempt(q: StartAttemptQuestion): StartAttemptDecisio
   return { provider: plan.provider, skipped: plan.skipped };
 }
 
+/**
+ * A provider's `retry` setting: how a definite failure that certainly did not
+ * execute (see {@link RetryRequest}) is tried again on the same provider
+ * before the job fails over. Absent (the default): fail over at once.
+ *
+ * @example { attempts: 2, maxWaitMs: 10_000 } // one retry, after at most 10 s
+ */
+export interface RetryPolicy {
+  /** The most attempts one job makes on this provider, the first included (2: one retry). At least 1. */
+  readonly attempts: number;
+  /** The longest wait before a retry; a provider that asks for longer is failed over at once. */
+  readonly maxWaitMs: number;
+}
+
+/**
+ * An attempt's definite failure that may be retried where it happened: the
+ * provider certainly did not execute it and said (or showed) that trying
+ * again later may work (a 429 or 503 with `Retry-After`, a refused
+ * connection). Built by the executor from the provider's outcome.
+ */
+export interface RetryRequest {
+  /** The provider the failure happened on. */
+  readonly provider: string;
+  /** The wait the provider asked for (`Retry-After`), or null when it could not say (the connection was refused). */
+  readonly retryAfterMs: number | null;
+  /** That provider's policy. */
+  readonly policy: RetryPolicy;
+}
+
+/** The first wait before retrying a refused connection (doubling with each retry, at most `maxWaitMs`). */
+export const REFUSED_RETRY_BASE_MS = 500;
+
+/**
+ * How long to wait before the job's next attempt on `retry.provider`, or
+ * null when the failure may not be retried there: the policy's attempts are
+ * used up (every attempt of the job on that provider counts, the failed one
+ * included), or the provider asked for a longer wait than `maxWaitMs`. A
+ * refused connection waits {@link REFUSED_RETRY_BASE_MS}, doubling with each
+ * retry, capped at `maxWaitMs`.
+ *
+ * @example retryDelayMs({ provider: 'a', retryAfterMs: 1000, policy: { attempts: 2, maxWaitMs: 5000 } }, [{ provider: 'a' }]) // 1000
+ */
+export function retryDelayMs(retry: RetryRequest, attempts: readonly Pick<Attempt, 'provider'>[]): number | null {
+  const onProvider = attempts.filter((a) => a.provider === retry.provider).length;
+  if (onProvider >= retry.policy.attempts) return null;
+  if (retry.retryAfterMs !== null) return retry.retryAfterMs <= retry.policy.maxWaitMs ? Math.max(0, retry.retryAfterMs) : null;
+  return Math.min(retry.policy.maxWaitMs, REFUSED_RETRY_BASE_MS * 2 ** Math.max(0, onProvider - 1));
+}
+
 /** What happens to a job after one of its attempts settled without winning. */
 export type AfterSettle =
   /** Other attempts are still active: the job stays (or becomes) `running` or `unknown`. */
   | { readonly action: 'stay'; readonly state: 'running' | 'unknown' }
+  /** Nothing is active and the failure may be retried where it happened: a new attempt on the same provider, due in `delayMs`. */
+  | { readonly action: 'retry'; readonly provider: string; readonly delayMs: number }
   /** Nothing is active: start the next eligible provider. */
   | { readonly action: 'failover'; readonly provider: string; readonly skipped: readonly SkippedProvider[] }
   /** Nothing is active and no eligible provider is left: the job fails with `error`. */
@@ -152,18 +203,28 @@ export type AfterSettle =
 /**
  * Decides the job's next step after an attempt failed, was cancelled or was
  * superseded (CONTRACT §3, resolve: "the job continues down its chain as it
- * would after any definite failure").
+ * would after any definite failure"). The next attempt is, in this order:
+ * none while another attempt is active; the same provider again when the
+ * failure may be retried where it happened (`retry`, see
+ * {@link retryDelayMs}) and that provider is still eligible; else the first
+ * provider of the chain that has no attempt yet.
  *
  * @param lastError the error of the attempt that just settled, carried onto the job if it fails.
+ * @param retry the settled attempt's failure as a retry request, when it is one (only definite failures are).
  */
 export function decideAfterSettle(
   chain: readonly string[],
   attempts: readonly AttemptView[],
   eligible: EligibilityCheck,
   lastError: RecordedError | null,
+  retry?: RetryRequest,
 ): AfterSettle {
   const state = deriveActiveJobState(attempts);
   if (state === 'running' || state === 'unknown') return { action: 'stay', state };
+  if (retry !== undefined) {
+    const delayMs = retryDelayMs(retry, attempts);
+    if (delayMs !== null && eligible(retry.provider, 'failover') === null) return { action: 'retry', provider: retry.provider, delayMs };
+  }
   const plan = planNextProvider(chain, attempts, eligible, 'failover');
   if (plan.provider !== null) return { action: 'failover', provider: plan.provider, skipped: plan.skipped };
   const error: RecordedError = {

@@ -10,12 +10,20 @@
  *   heartbeat per executor extends the leases of everything in flight; a token
  *   missing from the answer means the lease was lost: the attempt is
  *   abandoned without another write.
- * - **Timeouts are unknown.** At the provider's `timeoutMs` the attempt
- *   becomes `unknown` (the job blocks) but the request is not aborted: the
- *   executor keeps listening for `lateAnswerGraceMs`, and a late answer goes
- *   through the same compare-and-swap (it may still win, or be superseded).
- * - **Failover and hedges.** A definite failure settles the attempt `failed`;
- *   the store starts the next eligible provider in the same transaction. With
+ * - **Timeouts are unknown, named for what they bound** (CONTRACT §11). At
+ *   the provider's `timeoutMs` without an answer the attempt becomes
+ *   `unknown` (`deadline_exceeded`; the job blocks) but the request is not
+ *   aborted: the executor keeps listening for `lateAnswerGraceMs`, and a late
+ *   answer goes through the same compare-and-swap (it may still win, or be
+ *   superseded). A stream's `timeoutMs` bounds its first output; after it,
+ *   only a silence of `idleTimeoutMs` between events ends it (`unknown`,
+ *   `stream_stalled`): a stream that keeps sending is never cut.
+ * - **Failover, retries and hedges.** A definite failure settles the attempt
+ *   `failed`; the store starts the next attempt in the same transaction: on
+ *   the same provider once the wait it asked for is over, when the failure
+ *   certainly did not execute (429/503 with `Retry-After`, a refused
+ *   connection) and the provider's `retry` policy allows, else on the next
+ *   eligible provider. With
  *   `hedgeAfterMs`, the executor owning a running attempt starts a hedge after
  *   that much silence, through the same guarded `startAttempt`.
  * - **Crashes.** A dead executor stops renewing; the rescuer (any executor)
@@ -39,7 +47,7 @@
  *   here. A hedge counts to the first output. The stream ends after the
  *   outcome is recorded: with the stored result when the attempt won, else
  *   with an error (`failed`, `unknown`). A streaming attempt past its deadline
- *   is `unknown` and stopped (a stream cannot be resumed).
+ *   (or stalled) is `unknown` and stopped (a stream cannot be resumed).
  * - **Wake-ups.** In-process signal and PostgreSQL LISTEN/NOTIFY, with a slow
  *   poll as the fallback.
  *
@@ -49,10 +57,11 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import { isOnejobError } from '../core/errors.ts';
 import { newId } from '../core/ids.ts';
-import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
+import { everyProviderEligible, type EligibilityCheck, type RetryPolicy, type RetryRequest } from '../core/job-rules.ts';
 import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
-import { isOutputDelta, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
+import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, isOutputDelta, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderError, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
+import { retryHereAfter } from '../providers/classify-outcome.ts';
 import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
 import type { ClaimedAttempt, SettleAttemptResult, Store } from '../store/store.ts';
 import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
@@ -114,6 +123,13 @@ export interface ExecutorOptions {
   readonly checkOutput?: OutputCheck;
   /** A provider's prices, for each attempt's `cost_usd` (CONTRACT §8). Default: none priced. */
   readonly pricing?: (provider: string) => Pricing | null;
+  /**
+   * A provider's `retry` policy: a definite failure that certainly did not
+   * execute (429/503 with `Retry-After`, a refused connection) starts a new
+   * attempt on the same provider after the wait it asked for, before the job
+   * fails over (`core/job-rules.ts` `decideAfterSettle`). Default: none (fail over at once).
+   */
+  readonly retry?: (provider: string) => RetryPolicy | null;
   /** Where streaming attempts publish their deltas (CONTRACT §7). Default: the process's {@link defaultStreamHub}. */
   readonly streamHub?: StreamHub;
   /**
@@ -209,6 +225,7 @@ export class Executor {
       eligible: options.eligible ?? (() => everyProviderEligible),
       checkOutput: options.checkOutput ?? acceptText,
       pricing: options.pricing ?? (() => null),
+      retry: options.retry ?? (() => null),
       streamHub: options.streamHub ?? defaultStreamHub,
       logger: options.logger?.child({ executor: this.id }),
     };
@@ -389,7 +406,8 @@ export class Executor {
       markPending = false;
       if (answered || f.leaseLost) return;
       runningWrite = runningWrite
-        .then(() => this.#o.store.markRunning({ ...fence, timeoutMs: provider.timeoutMs }))
+        // A stream whose first output already came has no deadline any more (its idle bound applies).
+        .then(() => this.#o.store.markRunning({ ...fence, timeoutMs: firstOutput ? null : provider.timeoutMs }))
         .then((ok) => {
           if (!ok) return this.#loseLease(f, log);
           this.events.emit('attempt:dispatched', attempt);
@@ -410,10 +428,15 @@ export class Executor {
         runningTimer = setTimeout(markRunning, this.#o.runningMarkDelayMs);
       }
     };
-    // Step: the deadline makes the attempt unknown; the request keeps listening for a late answer.
+    // Step: the deadline (to the answer; for a stream, to its first output) makes the attempt unknown;
+    // a non-streamed request keeps listening for a late answer.
+    /** Why the attempt went into doubt here (the deadline, a stalled stream), once it did. */
+    let doubt = null as RecordedError | null;
     const deadline = setTimeout(() => {
       inDoubt = true;
-      const reason: RecordedError = { code: 'deadline_exceeded', message: `no answer from ${attempt.provider} within ${provider.timeoutMs} ms` };
+      const reason: RecordedError = (doubt = streaming
+        ? { code: 'deadline_exceeded', message: `no output from ${attempt.provider} within ${provider.timeoutMs} ms`, details: { timeout_ms: provider.timeoutMs } }
+        : { code: 'deadline_exceeded', message: `no answer from ${attempt.provider} within ${provider.timeoutMs} ms`, details: { timeout_ms: provider.timeoutMs } });
       markedUnknown = runningWrite.then(() => this.#markUnknown(f, reason, log));
       runningWrite = markedUnknown;
       if (streaming) {
@@ -424,14 +447,32 @@ export class Executor {
       const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
       f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
     }, provider.timeoutMs);
+    // After a stream's first output its deadline is gone: only a silence longer than `idleTimeoutMs` between events ends it
+    // (unknown, `stream_stalled`); a stream that keeps sending is never cut.
+    const idleTimeoutMs = provider.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS;
+    let idleTimer: NodeJS.Timeout | undefined;
+    const onStall = () => {
+      if (answered || inDoubt) return;
+      inDoubt = true;
+      const reason: RecordedError = (doubt = { code: 'stream_stalled', message: `no event from ${attempt.provider} for ${idleTimeoutMs} ms after its first output`, details: { idle_timeout_ms: idleTimeoutMs } });
+      markedUnknown = runningWrite.then(() => this.#markUnknown(f, reason, log));
+      runningWrite = markedUnknown;
+      f.abort.abort(new Error('stream stalled'));
+    };
+    const onEvent = () => idleTimer?.refresh();
 
     const onDelta = (d: ChatDelta): void => {
+      idleTimer?.refresh();
       if (writer !== null) return writer.push(d);
       if (f.superseded || f.cancelled || f.leaseLost) return;
       early.push(d);
       if (firstOutput || !isOutputDelta(d)) return;
       firstOutput = true;
       clearTimeout(hedgeTimer);
+      if (!inDoubt) {
+        clearTimeout(deadline);
+        idleTimer = setTimeout(onStall, idleTimeoutMs);
+      }
       // The first token waits for nothing but the claim: a `running` mark not yet written goes after it.
       const markAfter = markPending;
       if (markAfter) clearTimeout(runningTimer);
@@ -476,6 +517,7 @@ export class Executor {
       signal: f.abort.signal,
       onDispatched,
       onProviderRequestId,
+      onEvent,
     };
     const outcome = streaming ? await provider.stream(request, onDelta) : await provider.call(request);
     answered = true;
@@ -485,6 +527,7 @@ export class Executor {
     try {
       clearTimeout(runningTimer);
       clearTimeout(deadline);
+      clearTimeout(idleTimer);
       clearTimeout(hedgeTimer);
       await runningWrite;
       const latencyMs = Date.now() - startedMs;
@@ -528,10 +571,10 @@ export class Executor {
           stream?.end({ ok: false, error });
         }
       } else if (outcome.kind === 'failure') {
-        await this.#settle(f, { state: 'failed', error: toRecorded(outcome.error), ...this.#partialUsage(attempt.provider, outcome) }, log);
+        await this.#settle(f, { state: 'failed', error: toRecorded(outcome.error), ...this.#partialUsage(attempt.provider, outcome) }, log, this.#retryRequest(attempt.provider, outcome.error));
         stream?.end({ ok: false, error: { code: outcome.error.code, message: outcome.error.message } });
       } else {
-        stream?.end({ ok: false, error: inDoubt ? { code: 'deadline_exceeded', message: `no complete answer from ${attempt.provider} within ${provider.timeoutMs} ms` } : { code: outcome.error.code, message: outcome.error.message } });
+        stream?.end({ ok: false, error: inDoubt && doubt !== null ? { code: doubt.code, message: doubt.message } : { code: outcome.error.code, message: outcome.error.message } });
         // Ambiguous: the provider may have executed it. Unknown, never failed; nothing more to wait for.
         const unknown = inDoubt ? await markedUnknown : await this.#markUnknown(f, toRecorded(outcome.error), log);
         // Only an attempt recorded unknown gives up its lease: a running one keeps it until the rescuer takes over.
@@ -555,7 +598,7 @@ export class Executor {
    * Records the attempt's outcome, trying again while the database fails
    * transiently and the lease may still be held (see {@link #retrying}).
    */
-  async #settle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome'], log: Logger | undefined): Promise<SettleAttemptResult | null> {
+  async #settle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome'], log: Logger | undefined, retry?: RetryRequest): Promise<SettleAttemptResult | null> {
     const { attempt } = f;
     let tries = 0;
     try {
@@ -566,9 +609,11 @@ export class Executor {
           fence: { leaseOwner: this.id, leaseToken: attempt.leaseToken! },
           ...(f.providerRequestId === null ? {} : { providerRequestId: f.providerRequestId }),
           eligible: this.#o.eligible(f.job.route),
+          ...(retry === undefined ? {} : { retry }),
         });
       });
       if (r === null) return null;
+      this.#wakeWhenDue(r);
       if (outcome.state === 'succeeded' && !r.won) {
         log?.warn({ winner: r.job.completedBy, job_state: r.job.state }, 'race lost: attempt superseded, its result discarded');
       } else {
@@ -590,6 +635,23 @@ export class Executor {
       }
       throw e;
     }
+  }
+
+  /** A definite failure as a retry request, when it may be retried where it happened and its provider has a `retry` policy. */
+  #retryRequest(provider: string, error: ProviderError): RetryRequest | undefined {
+    const policy = this.#o.retry(provider);
+    const hint = policy === null ? null : retryHereAfter(error);
+    return policy === null || hint === null ? undefined : { provider, retryAfterMs: hint.retryAfterMs, policy };
+  }
+
+  /** A retry that becomes claimable later (its `startedAt` ahead): look for work again when it is due. */
+  #wakeWhenDue(r: SettleAttemptResult): void {
+    const next = r.failover;
+    const settledAt = r.attempt.finishedAt;
+    if (next === null || settledAt === null) return;
+    // Both times are the database's: the difference is the wait, whatever this host's clock says.
+    const waitMs = next.startedAt.getTime() - settledAt.getTime();
+    if (waitMs > 0) setTimeout(() => this.wake(), waitMs + 5).unref();
   }
 
   /** The usage a provider reported before the attempt ended without a whole answer (a stream cut or stopped), metered; or nothing. */

@@ -37,7 +37,7 @@ export const attemptSchema = {
     kind: { type: 'string', enum: ['first', 'failover', 'hedge', 'manual'], description: 'Why the attempt was started.' },
     state: { type: 'string', enum: [...ATTEMPT_STATES] },
     started_at: timestamp,
-    deadline_at: { ...nullableTimestamp, description: 'Past it without an answer the attempt is `unknown`; null until an executor claims it.' },
+    deadline_at: { ...nullableTimestamp, description: 'The deadline in force: past it without an answer (a stream: without its first output) the attempt is `unknown` (`deadline_exceeded`). Null before the attempt is running, and once a stream\'s output flows (then only `idleTimeoutMs` of silence between its events ends it: `stream_stalled`).' },
     finished_at: nullableTimestamp,
     error: nullableError,
     usage: {

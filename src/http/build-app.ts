@@ -33,12 +33,16 @@ import { registerCallbackRoutes, SIGNED_PATHS } from './routes/callback-routes.t
 import type { Reconciler } from '../executor/reconciler.ts';
 import { registerChatRoutes, type ChatRoutesOptions } from './routes/chat-routes.ts';
 import { MESSAGES_PATH, registerMessagesRoutes } from './routes/messages-routes.ts';
+import { registerResponsesRoutes } from './routes/responses-routes.ts';
 import { registerJobRoutes } from './routes/job-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerUsageRoutes } from './routes/usage-routes.ts';
 import { registerEventRoutes } from './routes/event-routes.ts';
 import { registerCertificationRoutes } from './routes/certification-routes.ts';
 import { registerDashboardRoutes } from './routes/dashboard-routes.ts';
+import { registerModelRoutes } from './routes/model-routes.ts';
+import { withOpenAiError } from './chat-completion.ts';
+import { anthropicErrorOf } from './routes/messages-routes.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -233,13 +237,21 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     else request.log.info({ code: problem.body.code, status: problem.status }, 'request rejected');
     return reply.code(problem.status).headers(problem.headers).type('application/problem+json').send(problem.body);
   });
-  app.setNotFoundHandler(async (request) => {
+  // An unknown /v1/ path answers in the shape its SDK reads (CONTRACT §12): problem+json with OpenAI's `error`
+  // member, or Anthropic's error body under /v1/messages; without a valid token it is 401, never a hint of what exists.
+  app.setNotFoundHandler(async (request, reply) => {
     const path = routedPathOf(request.url);
-    // An unknown /v1/ path is still a /v1/ request: without a valid token it is 401, never a hint of what exists.
-    if (isV1Path(path) && authenticate(credentialOf(request)) === null) {
-      throw new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token');
-    }
-    throw new OnejobError('not_found', `no route ${request.method} ${path}`, { details: { path } });
+    const v1 = isV1Path(path);
+    const error =
+      v1 && authenticate(credentialOf(request)) === null
+        ? new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token')
+        : new OnejobError('not_found', `no route ${request.method} ${path}`, { details: { path } });
+    const problem = toProblem(error);
+    request.log.info({ code: problem.body.code, status: problem.status }, 'request rejected');
+    reply.code(problem.status).headers(problem.headers);
+    if (!v1) return reply.type('application/problem+json').send(problem.body);
+    if (/^\/+v1\/+messages(\/|$)/i.test(path)) return reply.type('application/json; charset=utf-8').send(anthropicErrorOf(problem.body));
+    return reply.type('application/problem+json').send(withOpenAiError(problem.body));
   });
 
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
@@ -265,13 +277,26 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   // Every /v1/ route lives in this scope, behind its authentication hook; nothing else does.
   app.register(async (v1) => {
     v1.addHook('onRequest', requireCredential);
+    // The OpenAI SDKs read `error.message` / `error.code`: every problem of a /v1/ route carries that view too
+    // (CONTRACT §12; /v1/messages turns it into Anthropic's error body in its own onSend, which runs after this one).
+    v1.addHook('onSend', async (_request, reply, payload) => {
+      const type = reply.getHeader('content-type');
+      if (typeof payload !== 'string' || typeof type !== 'string' || !type.startsWith('application/problem+json')) return payload;
+      try {
+        return JSON.stringify(withOpenAiError(JSON.parse(payload) as Record<string, unknown>));
+      } catch {
+        return payload;
+      }
+    });
     registerJobRoutes(v1, ctx);
     registerAttemptRoutes(v1, ctx);
     registerChatRoutes(v1, ctx, options.chatCompletions);
     registerMessagesRoutes(v1, ctx, options.chatCompletions);
+    registerResponsesRoutes(v1, ctx, options.chatCompletions);
     registerUsageRoutes(v1, ctx);
     registerEventRoutes(v1, ctx);
     registerCertificationRoutes(v1, ctx);
+    registerModelRoutes(v1, ctx);
     v1.addHook('onRoute', (route) => {
       const urls = Array.isArray(route.url) ? route.url : [route.url];
       for (const url of urls) if (!isV1Path(url)) throw new Error(`route ${url} is registered in the authenticated /v1/ scope but is not a /v1/ path`);

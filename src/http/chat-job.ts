@@ -19,10 +19,30 @@ import { requestWriter } from './request-owner.ts';
 /** Header naming the job a gateway answer belongs to. */
 export const JOB_ID_HEADER = 'onejob-job-id';
 
+/**
+ * Members of a gateway request body that say how the answer is delivered,
+ * not what is asked (CONTRACT §13): the same key and body with `stream`
+ * flipped (or, on `/v1/responses`, `background`) is the same job, a replay,
+ * never `409 idempotency_key_reused`.
+ */
+export const DELIVERY_MEMBERS: readonly string[] = ['stream', 'stream_options', 'background'];
+
+/**
+ * The part of a gateway request body that is the intent: the body without
+ * its {@link DELIVERY_MEMBERS}. Replays and reused keys are told apart by it.
+ *
+ * @example intentOf({ model: 'm', stream: true, messages }) // { model: 'm', messages }
+ */
+export function intentOf(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
+  if (!DELIVERY_MEMBERS.some((m) => Object.hasOwn(body, m))) return body;
+  return Object.fromEntries(Object.entries(body).filter(([k]) => !DELIVERY_MEMBERS.includes(k)));
+}
+
 /** What {@link createChatJob} is given. */
 export interface ChatJobRequest {
   /** The endpoint, part of the fingerprint: one key cannot be replayed across endpoints. */
-  readonly endpoint: 'chat.completions' | 'messages';
+  readonly endpoint: 'chat.completions' | 'messages' | 'responses';
   /** The request's `model`: a route name or `route:<name>`. */
   readonly model: string;
   /** The job's input (the chat input, OpenAI shape). */
@@ -30,6 +50,8 @@ export interface ChatJobRequest {
   /** The whole request body: a replay must repeat it exactly (canonically). */
   readonly body: unknown;
   readonly idempotencyKey: string;
+  /** The job's metadata (the Responses endpoint keeps what rebuilds a Response there). Default none. */
+  readonly metadata?: Record<string, unknown> | undefined;
 }
 
 /** A created or joined job. */
@@ -73,8 +95,9 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
       idempotencyKey: p.idempotencyKey,
       route,
       input: p.input,
+      ...(p.metadata === undefined ? {} : { metadata: p.metadata }),
       providers: config.routes[route]!.providers,
-      fingerprint: fingerprint({ endpoint: p.endpoint, body: p.body }),
+      fingerprint: fingerprint({ endpoint: p.endpoint, body: intentOf(p.body) }),
       firstAttempt,
     }));
   } catch (error) {

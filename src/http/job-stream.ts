@@ -21,6 +21,7 @@ import { defaultStreamHub, type StreamEvent, type StreamHub } from '../executor/
 import type { ChatDelta } from '../providers/provider.ts';
 import { MessagesStreamEncoder, messagesSseEvent } from '../protocols/anthropic-messages.ts';
 import { ChatChunkEncoder, chatSseEvent } from '../protocols/openai-chat-stream.ts';
+import { responsesSseEvent, type ResponsesStreamEncoder } from '../protocols/openai-responses-stream.ts';
 import type { AppContext } from './app-context.ts';
 import { writeSseHead } from './sse.ts';
 import { chatCompletionId } from './chat-completion.ts';
@@ -37,8 +38,17 @@ export interface StreamJobResponseOptions {
   readonly reply: FastifyReply;
   /** The job as created or joined. */
   readonly job: JobWithAttempts;
-  /** The event vocabulary: OpenAI `chat.completion.chunk`s + `data: [DONE]`, or Anthropic's `message_start` … `message_stop`. */
-  readonly encoder: 'chat' | 'messages';
+  /**
+   * The event vocabulary: OpenAI `chat.completion.chunk`s + `data: [DONE]`,
+   * Anthropic's `message_start` … `message_stop`, or the Responses API's
+   * events (`response.created` … `response.completed`, see {@link responses}).
+   */
+  readonly encoder: 'chat' | 'messages' | 'responses';
+  /**
+   * Responses: the encoder of this answer (one per request, kept across a
+   * failover so its sequence numbers go on; `starting_after` is its option).
+   */
+  readonly responses?: ResponsesStreamEncoder | undefined;
   /** The model reported until the provider names its own (the request's `model`). */
   readonly model: string;
   /** Chat: `stream_options.include_usage` (a last chunk with `usage`). */
@@ -79,14 +89,27 @@ interface StreamFailure {
 interface SseWriter {
   start(): string;
   delta(d: ChatDelta): string;
-  /** The end of a successful stream, terminator included. */
-  finish(): string;
+  /** The end of a successful stream, terminator included; `result` is the job's stored result. */
+  finish(result: unknown): string;
   /** A stored result, whole, terminator included. */
   replay(result: unknown): string;
   error(e: StreamFailure): string;
 }
 
 function sseWriter(o: StreamJobResponseOptions, jobId: string): SseWriter {
+  if (o.encoder === 'responses') {
+    const enc = o.responses;
+    if (enc === undefined) throw new TypeError('the responses encoder needs its ResponsesStreamEncoder');
+    const text = (events: readonly Parameters<typeof responsesSseEvent>[0][]): string => events.map(responsesSseEvent).join('');
+    return {
+      start: () => text(enc.start()),
+      delta: (d) => text(enc.delta(d)),
+      finish: (result) => text(enc.finish(result)),
+      replay: (result) => text(enc.replay(result)),
+      // A failed job ends as Responses streams end: `response.failed`; any other break is the `error` event.
+      error: (e) => text(e.code === 'job_failed' ? enc.failed(e.message) : enc.error(e)),
+    };
+  }
   if (o.encoder === 'chat') {
     const enc = new ChatChunkEncoder({ id: o.id ?? chatCompletionId(jobId), model: o.model, created: Math.floor(Date.now() / 1000), includeUsage: o.includeUsage === true });
     return {
@@ -224,7 +247,7 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
       }
       if (e.attemptId !== relaying) return;
       if (e.ok) {
-        write(sse.finish());
+        write(sse.finish(e.result));
         end();
       } else if (dataSent) {
         write(sse.error(e.error));

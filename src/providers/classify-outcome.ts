@@ -62,6 +62,26 @@ export function classifyStatus(status: number): StatusClassification {
   return serverError('unexpected status, the request may have been processed');
 }
 
+/**
+ * Whether a definite failure may be tried again on the same provider
+ * (CONTRACT §11, a provider's `retry`): a 429 or 503 (Anthropic's 529 too)
+ * that says when to come back (`Retry-After`, `retry-after-ms`), or a
+ * connection refused before anything was sent. Each certainly did not
+ * execute. Returns the wait the provider asked for (null when it could not
+ * say: a refused connection), or null when the failure is not of this kind
+ * (a 429 without `Retry-After` fails over at once: nothing says when to come back).
+ *
+ * @example retryHereAfter({ code: 'provider_rate_limited', details: { provider: 'p', phase: 'after_body', status: 429, retry_after_ms: 1000 } }) // { retryAfterMs: 1000 }
+ */
+export function retryHereAfter(error: Pick<ProviderError, 'code' | 'details'>): { readonly retryAfterMs: number | null } | null {
+  const d = error.details;
+  if ((error.code === 'provider_rate_limited' || error.code === 'provider_overloaded') && d.retry_after_ms !== undefined) {
+    return { retryAfterMs: d.retry_after_ms };
+  }
+  if (error.code === 'provider_unreachable' && d.phase === 'before_send' && d.cause_code === 'ECONNREFUSED') return { retryAfterMs: null };
+  return null;
+}
+
 /** Turns a parsed 2xx body into a completion, or says why it is not one. */
 export type CompletionParser = (body: unknown) => NormalizedCompletion | { readonly malformed: string };
 

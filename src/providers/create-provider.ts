@@ -72,7 +72,7 @@ export function providerConfigProblems(name: string, config: unknown): string[] 
     if (typeof c.model !== 'string' || c.model === '') problems.push(`${at('model')}: must be a non-empty string`);
   }
   if (c.apiKey !== undefined && c.apiKey !== null && typeof c.apiKey !== 'string') problems.push(`${at('apiKey')}: must be a string or null`);
-  for (const field of ['timeoutMs', 'contextWindow', 'maxOutputTokens', 'maxDurationMs', 'settleUnknownAfterMs', 'pollIntervalMs']) {
+  for (const field of ['timeoutMs', 'idleTimeoutMs', 'maxDurationMs', 'contextWindow', 'maxOutputTokens', 'settleUnknownAfterMs', 'pollIntervalMs']) {
     const v = c[field];
     if (v !== undefined && v !== null && (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)) {
       problems.push(`${at(field)}: must be a positive integer`);

@@ -15,6 +15,7 @@ import { CompletionAccumulator } from './completion-accumulator.ts';
 import { createProviderAgent, postJson, type HttpExchange } from './http-exchange.ts';
 import { recordProviderWait } from '../core/provider-waits.ts';
 import {
+  DEFAULT_PROVIDER_IDLE_TIMEOUT_MS,
   DEFAULT_PROVIDER_TIMEOUT_MS,
   type ChatDelta,
   type ChatDeltaListener,
@@ -75,6 +76,8 @@ export class HttpChatProvider implements Provider {
   readonly name: string;
   readonly model: string;
   readonly timeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxDurationMs: number | null;
   readonly contextWindow: number | null;
   readonly #protocol: WireProtocol;
   readonly #config: HttpProviderConfig;
@@ -87,6 +90,8 @@ export class HttpChatProvider implements Provider {
     this.name = name;
     this.model = config.model;
     this.timeoutMs = config.timeoutMs ?? DEFAULT_PROVIDER_TIMEOUT_MS;
+    this.idleTimeoutMs = config.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS;
+    this.maxDurationMs = config.maxDurationMs ?? null;
     this.contextWindow = config.contextWindow ?? null;
     this.#protocol = protocol;
     this.#config = config;
@@ -153,6 +158,11 @@ export class HttpChatProvider implements Provider {
         const parser = createParser({
           onEvent: (event) => {
             if (state.stop !== null) return;
+            try {
+              request.onEvent?.();
+            } catch {
+              // The caller's failure is its own business; the stream goes on.
+            }
             const step = decoder.decode(event.event, event.data);
             if ('deltas' in step) for (const d of step.deltas) emit(d);
             else if ('error' in step) state.stop = { kind: 'error', ...step.error };

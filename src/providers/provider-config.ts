@@ -19,25 +19,37 @@ export const ProviderType = {
 } as const;
 export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
 
-/** The default deadline of one attempt, in milliseconds. */
+/** The default of `timeoutMs`: to the answer of a non-streamed attempt, to the first output of a streamed one. */
 export const DEFAULT_PROVIDER_TIMEOUT_MS = 20_000;
+/** The default of `idleTimeoutMs`: the longest silence between events of a stream after its first output. */
+export const DEFAULT_PROVIDER_IDLE_TIMEOUT_MS = 30_000;
 
 /** Settings shared by every provider type. */
 export interface ProviderConfigBase {
-  /** An attempt's deadline; past it the attempt is `unknown`. Enforced by the caller's signal. Default 20000. */
+  /**
+   * The time to the answer of a non-streamed attempt, to the first output of
+   * a streamed one; past it the attempt is `unknown` (`deadline_exceeded`).
+   * Enforced by the caller (the executor's timer), not the adapter. Default 20000.
+   */
   readonly timeoutMs?: number | undefined;
+  /**
+   * The longest silence between events of a stream after its first output;
+   * past it the attempt is `unknown` (`stream_stalled`). A stream that keeps
+   * sending is never cut, however long it runs. Default 30000.
+   */
+  readonly idleTimeoutMs?: number | undefined;
+  /**
+   * The provider's own promise that no request runs longer than this on its
+   * side (for lookups: "not found" after it is definite). Recorded, not
+   * enforced. Default null (no promise).
+   */
+  readonly maxDurationMs?: number | null | undefined;
   /** Extra headers sent with every request (onejob's identity headers win on a clash). */
   readonly headers?: Readonly<Record<string, string>> | undefined;
   /** The model's context window in tokens, for contract verification. */
   readonly contextWindow?: number | undefined;
   /** The most output tokens to ask for when the input names none (Anthropic requires a value; default 4096 there). */
   readonly maxOutputTokens?: number | undefined;
-  /**
-   * The provider's own promise that no request runs longer than this on its
-   * side (CONTRACT §11), in ms. Default null (no promise). A lookup that finds
-   * no record of a request is a definite failure only once this has passed.
-   */
-  readonly maxDurationMs?: number | null | undefined;
   /**
    * Opt-in, never a default (CONTRACT §11): an attempt still `unknown` this
    * many ms after its start is resolved `failed` with code

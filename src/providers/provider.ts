@@ -78,6 +78,13 @@ export interface ProviderRequest {
    * throws are ignored.
    */
   readonly onProviderRequestId?: ((id: string) => void) | undefined;
+  /**
+   * Streaming: called on every event the provider's stream delivers (a
+   * delta, a ping, the terminator), as a sign of life for the caller's
+   * `idleTimeoutMs`. Optional: a caller also counts each delta. Exceptions it
+   * throws are ignored.
+   */
+  readonly onEvent?: (() => void) | undefined;
 }
 
 /**
@@ -318,8 +325,12 @@ export interface Provider {
   readonly type: ProviderType;
   /** The configured model. */
   readonly model: string;
-  /** The attempt deadline from the config (default 20000); the caller turns it into the signal. */
+  /** To the answer, or a stream's first output (default 20000); the caller enforces it (CONTRACT §11). */
   readonly timeoutMs: number;
+  /** The longest silence between a stream's events after its first output; the caller enforces it. Absent: 30000. */
+  readonly idleTimeoutMs?: number | undefined;
+  /** The provider's promise that no request runs longer on its side, or null (none). Absent: null. */
+  readonly maxDurationMs?: number | null | undefined;
   /** The model's context window, when configured. */
   readonly contextWindow: number | null;
   /**

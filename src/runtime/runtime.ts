@@ -24,6 +24,7 @@ import { tracedProvider, tracedStore } from '../tracing/tracing.ts';
 import type { ChatRequest, Provider, ProviderConfig } from '../providers/provider.ts';
 import type { Store } from '../store/store.ts';
 import { pricingOf } from '../config/pricing.ts';
+import { retryPolicyOf } from '../config/retry-policy.ts';
 
 /** Options of {@link createRuntime}. */
 export interface RuntimeOptions {
@@ -119,6 +120,7 @@ export class Runtime {
       eligible: this.eligible,
       checkOutput: this.checkOutput,
       pricing: pricingOf(this.config),
+      retry: retryPolicyOf(this.config),
       logger: this.#logger,
       ...options,
     });

@@ -153,8 +153,8 @@ export interface MarkRunningParams {
   readonly attemptId: string;
   readonly leaseOwner: string;
   readonly leaseToken: string;
-  /** The deadline is now + this. */
-  readonly timeoutMs: number;
+  /** The deadline is now + this; null: none (a stream whose first output already came is bounded by its idle timeout). */
+  readonly timeoutMs: number | null;
   /** Stands in for the database's clock (tests); null: the database's own. */
   readonly now: Date | null;
 }
@@ -237,6 +237,8 @@ export interface AttemptClaimParams {
   readonly leaseOwner: string;
   readonly leaseExpiresAt: Date;
   readonly limit: number;
+  /** Only attempts whose `started_at` has come are claimed (a retry waits for its `Retry-After`). */
+  readonly now: Date;
 }
 
 /** Parameters of {@link DriverQueries.attemptExtendLeases}. */
@@ -341,7 +343,9 @@ export interface DriverQueries {
    * `cancelled`, `superseded`: the job failed over), and the attempt is
    * active and holds its lease (the job's row locked first, then the
    * attempt's, as every store transaction does); writes the
-   * `attempt.stream_claimed` event. Returns whether it applied.
+   * `attempt.stream_claimed` event and clears the attempt's `deadline_at`
+   * (the deadline to the first output is met; from now on the stream is
+   * bounded by the silence between its events). Returns whether it applied.
    */
   jobStreamClaim(params: JobStreamClaimParams): Promise<boolean>;
   /**

@@ -378,9 +378,13 @@ export class JobStore implements Store {
         events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { ...who, error }));
         if (!isJobTerminal(job.state)) {
           const after = attempts.map((a) => (a.id === attempt.id ? { ...a, state: state as AttemptState } : a));
-          const next = decideAfterSettle(job.providers, after, await routingGate(q, eligible, job.input), error);
+          const next = decideAfterSettle(job.providers, after, await routingGate(q, eligible, job.input), error, state === 'failed' ? p.retry : undefined);
           if (next.action === 'stay') {
             await q.jobUpdateProgress({ ownerId: p.ownerId, id: job.id, state: next.state, attemptCount: after.length, skipped: job.skipped, updatedAt: now });
+          } else if (next.action === 'retry') {
+            // Retried where it happened: the same provider, claimable once the wait it asked for is over.
+            await q.eventInsert(events.splice(0));
+            failover = await this.#insertAttempt(q, job, after, next.provider, 'failover', [], now, undefined, { of: attempt.id, delayMs: next.delayMs });
           } else if (next.action === 'failover') {
             // The log reads in causal order: this attempt's end, then the failover it caused.
             await q.eventInsert(events.splice(0));
@@ -418,7 +422,7 @@ export class JobStore implements Store {
       const now = await this.#now(q);
       const leaseExpiresAt = new Date(now.getTime() + p.leaseMs);
       const out: ClaimedAttempt[] = [];
-      const attempts = await q.attemptClaim({ leaseOwner: p.leaseOwner, leaseExpiresAt, limit: p.limit });
+      const attempts = await q.attemptClaim({ leaseOwner: p.leaseOwner, leaseExpiresAt, limit: p.limit, now });
       for (const attempt of attempts) {
         const job = await q.jobGet(attempt.ownerId, attempt.jobId);
         if (job) out.push({ attempt, job });
@@ -454,7 +458,7 @@ export class JobStore implements Store {
     });
   }
 
-  markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean> {
+  markRunning(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number | null }): Promise<boolean> {
     if (!isPlausibleId(p.attemptId)) return Promise.resolve(false);
     return this.#driver.queries.attemptMarkRunning({ ...p, now: this.#clockStandIn() });
   }
@@ -722,12 +726,15 @@ export class JobStore implements Store {
   async #insertAttempt(
     q: DriverQueries, job: Job, existing: readonly Attempt[], provider: string, kind: AttemptKind,
     skipped: readonly SkippedProvider[], now: Date, lease: LeaseRequest | undefined,
+    retry?: { readonly of: string; readonly delayMs: number },
   ): Promise<Attempt> {
     const number = existing.reduce((n, a) => Math.max(n, a.number), 0) + 1;
     const id = newId('att');
+    // A retry starts when it is due: until then it is `starting` and unclaimed (the claim takes only attempts whose start has come).
+    const startedAt = retry === undefined ? now : new Date(now.getTime() + retry.delayMs);
     await q.attemptInsert({
       id, ownerId: job.ownerId, jobId: job.id, number, provider, kind, state: 'starting',
-      baseVersion: job.version, startedAt: now, deadlineAt: null,
+      baseVersion: job.version, startedAt, deadlineAt: null,
       leaseOwner: lease?.leaseOwner ?? null,
       leaseToken: lease ? newId('lease') : null,
       leaseExpiresAt: lease ? new Date(now.getTime() + lease.leaseMs) : null,
@@ -738,7 +745,10 @@ export class JobStore implements Store {
     if (!ok) throw new OnejobError('job_finished', `job ${job.id} finished concurrently`);
     await q.eventInsert([
       ...skipped.map((s) => event(job, null, 'provider.skipped', now, { ...s })),
-      event(job, id, 'attempt.started', now, { number, provider, kind, lease_owner: lease?.leaseOwner ?? null }),
+      event(job, id, 'attempt.started', now, {
+        number, provider, kind, lease_owner: lease?.leaseOwner ?? null,
+        ...(retry === undefined ? {} : { retry_of: retry.of, due_at: startedAt.toISOString() }),
+      }),
     ]);
     return (await q.attemptGet(job.ownerId, id))!;
   }

@@ -6,7 +6,7 @@
  * answer with guarded SQL. The HTTP API, the executor and the CLI all go
  * through this interface; none of them sees SQL.
  */
-import type { EligibilityCheck } from '../core/job-rules.ts';
+import type { EligibilityCheck, RetryRequest } from '../core/job-rules.ts';
 import type { JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, ResolvedBy } from '../core/types.ts';
 import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult } from './driver.ts';
@@ -138,6 +138,13 @@ export interface SettleAttemptParams {
   readonly resolvedBy?: ResolvedBy | undefined;
   /** The provider's id of the request, when the answer carried one (kept when absent). */
   readonly providerRequestId?: string | undefined;
+  /**
+   * A `failed` outcome that may be retried where it happened (a 429 or 503
+   * with `Retry-After`, a refused connection) under its provider's policy:
+   * the next attempt is then on the same provider, unclaimed until it is due
+   * (its `startedAt` is now + the wait). See `core/job-rules.ts` `decideAfterSettle`.
+   */
+  readonly retry?: RetryRequest | undefined;
 }
 
 /** Parameters of {@link Store.claimLookups}. */
@@ -170,7 +177,11 @@ export interface SettleAttemptResult {
   readonly job: JobWithAttempts;
   /** For a success: whether it won the compare-and-swap. */
   readonly won: boolean;
-  /** A failover attempt this settlement started, if any (unclaimed, `starting`). */
+  /**
+   * The next attempt this settlement started, if any (unclaimed, `starting`):
+   * a failover, or a retry on the same provider whose `startedAt` (when it
+   * becomes claimable) may lie ahead.
+   */
   readonly failover: Attempt | null;
 }
 
@@ -328,11 +339,12 @@ export interface Store {
    * a compare-and-swap on the job row that applies only while the job is
    * undecided and its stream unclaimed (or already this attempt's, or held by
    * an attempt that ended definitely, after a failover). True: this attempt
-   * owns the stream, and no other attempt of the job can win it. False: the
+   * owns the stream, and no other attempt of the job can win it (and its
+   * `deadlineAt` is cleared: the deadline to the first output is met). False: the
    * attempt lost and must stop (it ends `superseded`). Fenced by the lease.
    */
   claimStream(params: { ownerId: string; jobId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean>;
-  markRunning(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number }): Promise<boolean>;
+  markRunning(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; timeoutMs: number | null }): Promise<boolean>;
   /**
    * `starting`/`running` → `unknown`, fenced; the lease is kept so the
    * executor can still report a late answer. Returns false when the lease is

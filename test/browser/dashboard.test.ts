@@ -140,6 +140,8 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     await page.goto(`${server.url}/ui/#/jobs/${jobs.resolveMe.id}`);
     await page.locator('section[data-job-state="unknown"]').waitFor();
     await page.locator('.timeline-row[data-state="unknown"] .doubt-mark').waitFor();
+    // The deadline it passed (the deadline in force when it went into doubt) is marked on its bar.
+    expect(await page.locator('.timeline-row[data-state="unknown"] .timeline-deadline').count()).toBe(1);
     await shoot('job-in-doubt');
     const attemptId = jobs.resolveMe.attempts[0].id;
     await page.getByTestId(`resolve-failed-${attemptId}`).click();

@@ -17,6 +17,8 @@ import { createTestStore, type TestDatabase } from '../support/databases.ts';
 
 export const TOKEN = 'tok_alice_gateway_0123456789';
 export const OWNER = 'alice';
+/** Another owner's token: its requests never see alice's jobs. */
+export const TOKEN_BOB = 'tok_bob_gateway_0123456789';
 
 /** A running gateway. */
 export interface Gateway {
@@ -41,7 +43,7 @@ export async function startGateway(db: TestDatabase): Promise<Gateway> {
   const { store, cleanup } = await createTestStore(db);
   const [openaiFake, anthropicFake] = await Promise.all([startFakeProvider(), startFakeProvider()]);
   const config = defineConfig({
-    apiKeys: { [TOKEN]: OWNER },
+    apiKeys: { [TOKEN]: OWNER, [TOKEN_BOB]: 'bob' },
     providers: {
       gpt: { type: 'openai', baseUrl: `${openaiFake.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 5_000 },
       claude: { type: 'anthropic', baseUrl: anthropicFake.url, apiKey: 'k', model: 'claude-fake', timeoutMs: 5_000 },

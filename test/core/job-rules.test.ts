@@ -129,3 +129,46 @@ describe('fingerprints', () => {
     expect(codeOf(() => fingerprint(deep))).toBe('invalid_request');
   });
 });
+
+describe('retry where it happened (decideAfterSettle with a retry request)', () => {
+  const policy = { attempts: 3, maxWaitMs: 5_000 };
+  const rateLimited = (retryAfterMs: number | null) => ({ provider: 'p1', retryAfterMs, policy });
+  const err = { code: 'provider_rate_limited', message: '429' };
+
+  it('the same provider again after the wait it asked for, before the next of the chain', () => {
+    expect(decideAfterSettle(['p1', 'p2'], [att(1, 'failed', 'p1')], everyProviderEligible, err, rateLimited(1_000))).toEqual({ action: 'retry', provider: 'p1', delayMs: 1_000 });
+  });
+
+  it('without a retry request: the first provider of the chain with no attempt yet, as before', () => {
+    expect(decideAfterSettle(['p1', 'p2'], [att(1, 'failed', 'p1')], everyProviderEligible, err)).toMatchObject({ action: 'failover', provider: 'p2' });
+  });
+
+  it('a wait longer than maxWaitMs fails over at once', () => {
+    expect(decideAfterSettle(['p1', 'p2'], [att(1, 'failed', 'p1')], everyProviderEligible, err, rateLimited(5_001))).toMatchObject({ action: 'failover', provider: 'p2' });
+    expect(decideAfterSettle(['p1', 'p2'], [att(1, 'failed', 'p1')], everyProviderEligible, err, rateLimited(5_000))).toMatchObject({ action: 'retry', delayMs: 5_000 });
+  });
+
+  it('attempts counts every attempt of the job on that provider, the first included', () => {
+    const two = [att(1, 'failed', 'p1'), att(2, 'failed', 'p1')];
+    expect(decideAfterSettle(['p1', 'p2'], two, everyProviderEligible, err, rateLimited(0))).toMatchObject({ action: 'retry', provider: 'p1' });
+    const three = [...two, att(3, 'failed', 'p1')];
+    expect(decideAfterSettle(['p1', 'p2'], three, everyProviderEligible, err, rateLimited(0))).toMatchObject({ action: 'failover', provider: 'p2' });
+    expect(decideAfterSettle(['p1'], three, everyProviderEligible, err, rateLimited(0))).toMatchObject({ action: 'fail' });
+  });
+
+  it('a refused connection (no wait asked for) backs off from 500 ms, doubling, capped at maxWaitMs', () => {
+    const refused = { provider: 'p1', retryAfterMs: null, policy: { attempts: 10, maxWaitMs: 3_000 } };
+    const delays = [1, 2, 3, 4, 5].map((n) => {
+      const attempts = Array.from({ length: n }, (_, i) => att(i + 1, 'failed', 'p1'));
+      return (decideAfterSettle(['p1', 'p2'], attempts, everyProviderEligible, err, refused) as { delayMs: number }).delayMs;
+    });
+    expect(delays).toEqual([500, 1_000, 2_000, 3_000, 3_000]);
+  });
+
+  it('never while another attempt is active (the guards of §2), and not to a provider no longer eligible', () => {
+    expect(decideAfterSettle(['p1', 'p2'], [att(1, 'failed', 'p1'), att(2, 'running', 'p2')], everyProviderEligible, err, rateLimited(0))).toEqual({ action: 'stay', state: 'running' });
+    expect(decideAfterSettle(['p1', 'p2'], [att(1, 'failed', 'p1'), att(2, 'unknown', 'p2')], everyProviderEligible, err, rateLimited(0))).toEqual({ action: 'stay', state: 'unknown' });
+    const p1Gone = (p: string) => (p === 'p1' ? 'not_certified' : null);
+    expect(decideAfterSettle(['p1', 'p2'], [att(1, 'failed', 'p1')], p1Gone, err, rateLimited(0))).toMatchObject({ action: 'failover', provider: 'p2' });
+  });
+});

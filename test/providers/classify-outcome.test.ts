@@ -2,7 +2,7 @@
  * The classification table, as data.
  */
 import { describe, expect, it } from 'vitest';
-import { classifyStatus, outcomeFromExchange } from '../../src/providers/classify-outcome.ts';
+import { classifyStatus, outcomeFromExchange, retryHereAfter } from '../../src/providers/classify-outcome.ts';
 import { ResponseTooLargeError } from '../../src/providers/http-exchange.ts';
 import { AMBIGUOUS_CODES, FAILURE_CODES, ProviderErrorCode } from '../../src/providers/provider.ts';
 
@@ -72,5 +72,25 @@ describe('a response too large to read', () => {
     const cause = new ResponseTooLargeError('response body exceeds 10 bytes');
     const outcome = outcomeFromExchange({ kind: 'lost', phase: 'after_headers', aborted: false, status: 200, headers: {}, cause }, 'p', () => ({ malformed: 'x' }));
     expect(outcome).toMatchObject({ kind: 'ambiguous', error: { code: 'malformed_response', details: { status: 200 } } });
+  });
+});
+
+describe('retryHereAfter: a definite failure that may be retried where it happened', () => {
+  const at = (code: ProviderErrorCode, details: Record<string, unknown>) => retryHereAfter({ code, details: { provider: 'p', phase: 'after_body', ...details } });
+  it('a 429 or 503 (and 529) with Retry-After: the wait it asked for', () => {
+    expect(at('provider_rate_limited', { status: 429, retry_after_ms: 1000 })).toEqual({ retryAfterMs: 1000 });
+    expect(at('provider_overloaded', { status: 503, retry_after_ms: 0 })).toEqual({ retryAfterMs: 0 });
+    expect(at('provider_overloaded', { status: 529, retry_after_ms: 2000 })).toEqual({ retryAfterMs: 2000 });
+  });
+  it('a connection refused before anything was sent: no wait asked for', () => {
+    expect(at('provider_unreachable', { phase: 'before_send', cause_code: 'ECONNREFUSED' })).toEqual({ retryAfterMs: null });
+  });
+  it('nothing else: a 429 without Retry-After, another unreachable cause, any ambiguous or other failure', () => {
+    expect(at('provider_rate_limited', { status: 429 })).toBeNull();
+    expect(at('provider_unreachable', { phase: 'before_send', cause_code: 'ENOTFOUND' })).toBeNull();
+    expect(at('provider_unreachable', { phase: 'before_send', cause_code: 'UND_ERR_CONNECT_TIMEOUT' })).toBeNull();
+    expect(at('provider_rejected', { status: 400, retry_after_ms: 1000 })).toBeNull();
+    expect(at('provider_server_error', { status: 500, retry_after_ms: 1000 })).toBeNull();
+    expect(at('connection_lost', { phase: 'after_send', cause_code: 'ECONNRESET' })).toBeNull();
   });
 });

@@ -42,6 +42,17 @@ describe.each(['openai', 'anthropic'] as const)('%s streaming', (protocol) => {
   }
   const text = (deltas: ChatDelta[]) => deltas.flatMap((d) => (d.type === 'text' ? [d.text] : []));
 
+  it('reports every SSE event to onEvent (a sign of life for the idle bound), the terminator included', async () => {
+    fake.script([{ chunks: ['a ', 'b ', 'c'] }]);
+    let events = 0;
+    let deltas = 0;
+    const outcome = await provider.stream(attemptRequest({ input: { messages: [{ role: 'user', content: 'hi' }] }, onEvent: () => void events++ }), () => void deltas++);
+    expect(outcome.kind).toBe('success');
+    // Every event, also those that carry no delta (the terminator at least): more events than deltas.
+    expect(deltas).toBeGreaterThanOrEqual(3);
+    expect(events).toBeGreaterThan(deltas);
+  });
+
   it('asks for a stream upstream and relays each text chunk before the stream ends', async () => {
     fake.script([{ chunks: ['One ', 'two ', 'three.'], chunkDelayMs: 5, streamGate: { afterChunks: 2, gate: 'rest' } }]);
     const s = streamed();

@@ -17,7 +17,10 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
   if (attempts.length === 0) return <p class="muted">No attempt yet.</p>;
   const start = Math.min(...attempts.map((a) => new Date(a.started_at).getTime()));
   const endOf = (a: Attempt) => (a.finished_at ? new Date(a.finished_at).getTime() : now);
-  const end = Math.max(start + 1, ...attempts.map(endOf));
+  // The deadline in force of an open attempt is drawn even ahead of now; a retry that waits starts ahead of now too.
+  const deadlineOf = (a: Attempt) => (a.deadline_at ? new Date(a.deadline_at).getTime() : null);
+  const ahead = attempts.flatMap((a) => (a.finished_at ? [] : [new Date(a.started_at).getTime(), deadlineOf(a) ?? now]));
+  const end = Math.max(start + 1, ...attempts.map(endOf), ...ahead);
   const span = end - start;
   const ticks = [0, 0.25, 0.5, 0.75, 1];
   return (
@@ -25,7 +28,9 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
       <ol class="timeline-rows">
         {attempts.map((a) => {
           const from = new Date(a.started_at).getTime();
-          const to = endOf(a);
+          const to = Math.max(from, endOf(a));
+          const deadline = deadlineOf(a);
+          const waiting = a.state === 'starting' && from > now;
           const winner = job.completed_by === a.id;
           const left = ((from - start) / span) * 100;
           const width = Math.max(0.8, ((to - from) / span) * 100);
@@ -41,13 +46,25 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
                   style={{ left: `${left}%`, width: `${width}%` }}
                   title={`${a.provider}: ${a.state}, ${duration(to - from)}${open ? ' so far' : ''}`}
                 />
+                {open && deadline !== null && deadline >= start && deadline <= end && (
+                  <span
+                    class="timeline-deadline"
+                    style={{ left: `${((deadline - start) / span) * 100}%` }}
+                    title={`deadline in force: ${when(new Date(deadline).toISOString())}`}
+                  />
+                )}
               </span>
               <span class="timeline-note">
                 {winner && <strong class="winner-mark">★ winner</strong>}
                 {a.state === 'superseded' && <span class="muted">superseded: payload discarded</span>}
                 {a.state === 'unknown' && <strong class="doubt-mark">⚠ in doubt</strong>}
                 {!winner && a.state !== 'superseded' && a.state !== 'unknown' && <StateBadge state={a.state} />}
-                <span class="muted small"> {duration(to - from)}{open ? '…' : ''}</span>
+                {waiting ? (
+                  <span class="muted small"> retry due in {duration(from - now)}</span>
+                ) : (
+                  <span class="muted small"> {duration(to - from)}{open ? '…' : ''}</span>
+                )}
+                {open && a.state === 'running' && deadline === null && <span class="muted small" title="a stream whose output flows has no deadline; a silence of idleTimeoutMs between its events ends it"> · streaming, no deadline</span>}
               </span>
             </li>
           );
@@ -59,7 +76,7 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
         ))}
       </div>
       <figcaption class="muted small">
-        From {when(new Date(start).toISOString())}; bars run from each attempt's start to its end{attempts.some((a) => !a.finished_at) ? ' (open bars: still running or in doubt, drawn to now)' : ''}.
+        From {when(new Date(start).toISOString())}; bars run from each attempt's start to its end{attempts.some((a) => !a.finished_at) ? ' (open bars: still running or in doubt, drawn to now)' : ''}{attempts.some((a) => a.deadline_at) ? '; a red tick marks an attempt\'s deadline in force' : ''}.
       </figcaption>
     </figure>
   );

@@ -12,7 +12,7 @@
 import type { FastifyInstance } from 'fastify';
 import { bearerSecurity, chatCompletionBody, createJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
-import { chatCompletionOf, withOpenAiError } from '../chat-completion.ts';
+import { chatCompletionOf } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
 import { streamJobResponse } from '../job-stream.ts';
@@ -70,16 +70,6 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
     // The key is checked right after authentication, before the body is read (as for POST /v1/jobs).
     onRequest: async (request) => {
       idempotencyKeyOf(request);
-    },
-    // OpenAI SDKs read `error.code` / `error.message`: add that view to every problem of this route.
-    onSend: async (_request, reply, payload) => {
-      const type = reply.getHeader('content-type');
-      if (typeof payload !== 'string' || typeof type !== 'string' || !type.startsWith('application/problem+json')) return payload;
-      try {
-        return JSON.stringify(withOpenAiError(JSON.parse(payload) as Record<string, unknown>));
-      } catch {
-        return payload;
-      }
     },
     handler: async (request, reply) => {
       const idempotencyKey = idempotencyKeyOf(request);

@@ -11,6 +11,7 @@ import { failure } from '../classify-outcome.ts';
 import { invalidChatRequestReason } from '../chat-request.ts';
 import { OpenAIProvider, unsupportedOpenAIMembers } from '../openai/openai-provider.ts';
 import {
+  DEFAULT_PROVIDER_IDLE_TIMEOUT_MS,
   DEFAULT_PROVIDER_TIMEOUT_MS,
   type ChatDeltaListener,
   type ChatRequest,
@@ -41,6 +42,8 @@ export class FakeProviderAdapter implements Provider {
   readonly name: string;
   readonly model: string;
   readonly timeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxDurationMs: number | null;
   readonly contextWindow: number | null;
   readonly #config: FakeProviderConfig;
   readonly #options: FakeProviderAdapterOptions;
@@ -52,6 +55,8 @@ export class FakeProviderAdapter implements Provider {
     this.name = name;
     this.model = config.model ?? FAKE_DEFAULT_MODEL;
     this.timeoutMs = config.timeoutMs ?? DEFAULT_PROVIDER_TIMEOUT_MS;
+    this.idleTimeoutMs = config.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS;
+    this.maxDurationMs = config.maxDurationMs ?? null;
     this.contextWindow = config.contextWindow ?? null;
     this.#config = config;
     this.#options = options;
@@ -117,6 +122,8 @@ export class FakeProviderAdapter implements Provider {
           model: this.model,
           apiKey: this.#config.apiKey ?? null,
           timeoutMs: this.timeoutMs,
+          idleTimeoutMs: this.idleTimeoutMs,
+          maxDurationMs: this.maxDurationMs,
           headers: this.#config.headers,
           contextWindow: this.#config.contextWindow,
           maxOutputTokens: this.#config.maxOutputTokens,

@@ -423,6 +423,34 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(done?.error?.code).toBe('providers_exhausted');
         expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId: job.id, kind: 'manual', hedgeAfterMs: null }))).toBe('job_finished');
       });
+
+      it('a failure retried where it happened: the next attempt is on the same provider, blocks others, and is claimed only once due', async () => {
+        const { jobId, attempt } = await runningJob('retry-due');
+        const retry = { provider: attempt.provider, retryAfterMs: 2_000, policy: { attempts: 2, maxWaitMs: 5_000 } };
+        const r = await store.settleAttempt({
+          ownerId: OWNER, attemptId: attempt.id, fence: fenceOf(attempt), retry,
+          outcome: { state: 'failed', error: { code: 'provider_rate_limited', message: '429', details: { retry_after_ms: 2_000 } } },
+        });
+        expect(r.attempt.state).toBe('failed');
+        expect(r.failover).toMatchObject({ number: 2, provider: attempt.provider, kind: 'failover', state: 'starting', leaseOwner: null });
+        expect(r.failover!.startedAt.getTime()).toBe(clock.now().getTime() + 2_000);
+        expect(r.job.state).toBe('running');
+        // Invariant 3: while it waits (starting), no other attempt may start.
+        expect(await codeOf(store.startAttempt({ ownerId: OWNER, jobId, kind: 'manual', provider: 'fallback', hedgeAfterMs: null }))).toBe('attempt_in_doubt');
+        clock.advance(1_999);
+        expect(await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 10 })).toHaveLength(0);
+        expect(await store.rescueExpiredLeases()).toBe(0);
+        clock.advance(1);
+        const claimed = await store.claimWork({ leaseOwner: EXECUTOR, leaseMs: LEASE_MS, limit: 10 });
+        expect(claimed.map((c) => c.attempt.id)).toEqual([r.failover!.id]);
+        // Its policy used up (two attempts on the provider), the next definite failure fails over.
+        const again = await store.settleAttempt({
+          ownerId: OWNER, attemptId: claimed[0]!.attempt.id, fence: fenceOf(claimed[0]!.attempt), retry,
+          outcome: { state: 'failed', error: { code: 'provider_rate_limited', message: '429' } },
+        });
+        expect(again.failover).toMatchObject({ number: 3, provider: 'fallback' });
+        expect(again.failover!.startedAt.getTime()).toBe(clock.now().getTime());
+      });
     });
 
     describe('leases and fencing (crash mid-attempt)', () => {
@@ -665,6 +693,8 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect((await store.getAttempt(OWNER, a.id))?.deadlineAt?.getTime()).toBe(clock.now().getTime() + 1000);
         expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a), timeoutMs: 1000 })).toBe(false); // running already
         expect(await claim()).toBe(true);
+        // The deadline to the first output is met: none is in force any more (the stream's idle bound is the executor's).
+        expect((await store.getAttempt(OWNER, a.id))?.deadlineAt).toBeNull();
         expect(await claim()).toBe(true); // its own stream, again
         const events = (await store.listEvents(OWNER, job.id)).map((e) => e.type);
         expect(events.filter((t) => t === 'attempt.running')).toHaveLength(1);
@@ -674,6 +704,16 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         clock.advance(LEASE_MS + 1);
         expect(await store.claimStream({ ownerId: OWNER, jobId: late.jobId, attemptId: late.id, ...fenceOf(late) })).toBe(false);
         expect(await store.markRunning({ ownerId: OWNER, attemptId: late.id, ...fenceOf(late), timeoutMs: 1000 })).toBe(false);
+      });
+
+      it('a stream whose first output came before its running mark is marked running with no deadline', async () => {
+        const { claimed, job } = await createLeased('stream-first-output');
+        const a = claimed!.attempt;
+        expect(await store.claimStream({ ownerId: OWNER, jobId: job.id, attemptId: a.id, ...fenceOf(a) })).toBe(true);
+        expect(await store.markRunning({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a), timeoutMs: null })).toBe(true);
+        expect(await store.getAttempt(OWNER, a.id)).toMatchObject({ state: 'running', deadlineAt: null });
+        const running = (await store.listEvents(OWNER, job.id)).find((e) => e.type === 'attempt.running');
+        expect(running?.data).toEqual({ deadline_at: null });
       });
 
       it('an expired lease is fenced out: lease_lost and nothing written', async () => {

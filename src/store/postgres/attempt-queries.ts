@@ -54,7 +54,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
   SET lease_owner = $1, lease_token = 'lease_' || gen_random_uuid()::text, lease_expires_at = $2
   WHERE (owner_id, id) IN (
     SELECT owner_id, id FROM attempts
-    WHERE state = 'starting' AND lease_owner IS NULL
+    WHERE state = 'starting' AND lease_owner IS NULL AND started_at <= $4
     ORDER BY started_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED)
@@ -183,7 +183,7 @@ export async function attemptUpdate(db: Queryable, p: AttemptUpdateParams): Prom
 
 /** See {@link DriverQueries.attemptClaim}: each claimed row gets a fresh `lease_<uuid>` token. */
 export async function attemptClaim(db: Queryable, p: AttemptClaimParams): Promise<Attempt[]> {
-  const res = await db.query<AttemptRow>({ ...ATTEMPT_SQL.claim, values: [p.leaseOwner, p.leaseExpiresAt, p.limit] });
+  const res = await db.query<AttemptRow>({ ...ATTEMPT_SQL.claim, values: [p.leaseOwner, p.leaseExpiresAt, p.limit, p.now] });
   return res.rows.map(attemptFromRow);
 }
 

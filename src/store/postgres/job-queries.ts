@@ -66,6 +66,7 @@ a0 AS (
   FOR UPDATE OF attempts
 ),
 j AS (UPDATE jobs SET stream_attempt_id = $3 FROM a0 WHERE jobs.owner_id = $1 AND jobs.id = $2 RETURNING jobs.id),
+d AS (UPDATE attempts SET deadline_at = NULL FROM j WHERE attempts.owner_id = $1 AND attempts.id = $3 AND attempts.state IN ('starting', 'running')),
 e AS (
   INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
   SELECT $1, j.id, $3, 'attempt.stream_claimed', '{}'::json, t.now FROM j, t

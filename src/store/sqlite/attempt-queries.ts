@@ -33,6 +33,10 @@ WHERE owner_id = @ownerId AND id = @attemptId AND state = 'starting'
   AND lease_owner = @leaseOwner AND lease_token = @leaseToken AND lease_expires_at > @now
 RETURNING job_id`;
 
+/** A stream's first output: its deadline to the first output no longer applies (its idle bound does; see `DriverQueries.jobStreamClaim`). */
+export const ATTEMPT_CLEAR_DEADLINE = `
+UPDATE attempts SET deadline_at = NULL WHERE owner_id = @ownerId AND id = @attemptId AND state IN ('starting', 'running')`;
+
 /** The `attempt.running` event of {@link ATTEMPT_MARK_RUNNING}, its job read from the attempt. */
 export const ATTEMPT_RUNNING_EVENT = `
 INSERT INTO job_events (owner_id, job_id, attempt_id, type, data, at)
@@ -49,7 +53,7 @@ export const ATTEMPT_GET = `SELECT * FROM attempts WHERE owner_id = ? AND id = ?
 export const ATTEMPT_CLAIM = `
 UPDATE attempts SET lease_owner = @leaseOwner, lease_token = 'lease_' || lower(hex(randomblob(16))), lease_expires_at = @leaseExpiresAt
 WHERE (owner_id, id) IN (
-  SELECT owner_id, id FROM attempts WHERE state = 'starting' AND lease_owner IS NULL ORDER BY started_at LIMIT @limit
+  SELECT owner_id, id FROM attempts WHERE state = 'starting' AND lease_owner IS NULL AND started_at <= @now ORDER BY started_at LIMIT @limit
 )
 RETURNING *`;
 

@@ -451,7 +451,7 @@ class SqliteDriver implements Driver {
         return (await run(sql, params)) === 1;
       },
       attemptClaim: async (p: AttemptClaimParams) =>
-        (await all(A.ATTEMPT_CLAIM, { leaseOwner: p.leaseOwner, leaseExpiresAt: p.leaseExpiresAt.getTime(), limit: p.limit }))
+        (await all(A.ATTEMPT_CLAIM, { leaseOwner: p.leaseOwner, leaseExpiresAt: p.leaseExpiresAt.getTime(), limit: p.limit, now: p.now.getTime() }))
           .map(toAttempt).sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime()),
       attemptExtendLeases: async (p: LeaseExtendParams) =>
         (await all(A.ATTEMPT_EXTEND_LEASES, { leaseOwner: p.leaseOwner, tokens: json(p.leaseTokens), leaseExpiresAt: p.leaseExpiresAt.getTime(), now: p.now.getTime() }))
@@ -526,17 +526,18 @@ function scriptedWrites(
       const [claimed] = await script([
         { k: 'run', s: J.JOB_STREAM_CLAIM, p: [{ ownerId: p.ownerId, id: p.id, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now }] },
         { k: 'run', s: E.EVENT_INSERT, if: 0, p: [{ ownerId: p.ownerId, jobId: p.id, attemptId: p.attemptId, type: 'attempt.stream_claimed', data: '{}', at: now }] },
+        { k: 'run', s: A.ATTEMPT_CLEAR_DEADLINE, if: 0, p: [{ ownerId: p.ownerId, attemptId: p.attemptId }] },
       ]);
       return claimed === 1;
     },
     attemptMarkRunning: async (p: MarkRunningParams) => {
       const now = (p.now ?? new Date()).getTime();
-      const deadlineAt = now + p.timeoutMs;
+      const deadlineAt = p.timeoutMs === null ? null : now + p.timeoutMs;
       const [marked] = await script([
         { k: 'get', s: A.ATTEMPT_MARK_RUNNING, p: [{ ownerId: p.ownerId, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now, deadlineAt }] },
         {
           k: 'run', s: A.ATTEMPT_RUNNING_EVENT, if: 0,
-          p: [{ ownerId: p.ownerId, attemptId: p.attemptId, data: json({ deadline_at: new Date(deadlineAt).toISOString() }), at: now }],
+          p: [{ ownerId: p.ownerId, attemptId: p.attemptId, data: json({ deadline_at: deadlineAt === null ? null : new Date(deadlineAt).toISOString() }), at: now }],
         },
       ]);
       return Boolean(marked);
