@@ -5,15 +5,23 @@
  * for broken HTTP (truncated bodies, invalid UTF-8, huge headers, bad
  * framing, slow clients).
  *
- * Asserts: no 5xx answer, no crash (same pids, /healthz answers), no change
- * to stored jobs of other owners and no job from a rejected request (from the
- * event log), and RSS that does not keep growing across rounds.
+ * Paths are mutated in the spelling families of CONTRACT §3 (percent-encoded
+ * letters and digits, `//`, `/./`, `/x/../`, upper case, a trailing slash,
+ * `;params`, `%2F`) and sent exactly as written.
+ *
+ * Asserts: no 5xx answer, no 2xx to a request without a valid credential
+ * (outside the open operations routes), no crash (same pids, /healthz
+ * answers), no change to stored jobs of other owners and no job from a
+ * rejected request (from the event log), and RSS that does not keep growing
+ * across rounds.
  */
 import { connect } from 'node:net';
 import fc from 'fast-check';
 import pg from 'pg';
 import { request as httpRequest } from 'node:http';
 import { rssBytes, sleep, type ManagedProcess } from './cluster.ts';
+import { createApiTokenAuthenticator } from '../src/http/api-token-auth.ts';
+import { routedPathOf } from '../src/http/build-app.ts';
 
 /** Options of {@link runFuzz}. */
 export interface FuzzOptions {
@@ -29,7 +37,7 @@ export interface FuzzOptions {
 
 /** One finding of the fuzzer. */
 export interface FuzzFinding {
-  readonly kind: 'server_error' | 'crash' | 'stored_change' | 'memory_growth' | 'unresponsive';
+  readonly kind: 'server_error' | 'unauthenticated_success' | 'crash' | 'stored_change' | 'memory_growth' | 'unresponsive';
   readonly message: string;
   readonly excerpt: readonly unknown[];
 }
@@ -52,6 +60,49 @@ interface FuzzRequest {
   readonly headers: Record<string, string>;
   readonly body?: string | undefined;
 }
+
+/** The server's own reading of a bearer credential: what counts as the valid token. */
+const authenticate = createApiTokenAuthenticator({ [TOKEN]: OWNER });
+
+/** Routes that answer without a token (CONTRACT §3 operations, the API document, the dashboard). */
+function isOpenPath(path: string): boolean {
+  const routed = routedPathOf(path);
+  return ['/healthz', '/readyz', '/metrics', '/openapi.json'].includes(routed) || routed === '/ui' || routed.startsWith('/ui/');
+}
+
+/** Whether a request carries a credential the server must accept (Bearer, or x-api-key on /v1/messages only). */
+export function hasValidCredential(r: { readonly path: string; readonly headers: Readonly<Record<string, string>> }): boolean {
+  if (r.headers.authorization !== undefined) return authenticate(r.headers.authorization) !== null;
+  return r.headers['x-api-key'] === TOKEN && routedPathOf(r.path) === '/v1/messages';
+}
+
+const hex = (c: string): string => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+
+/** The spelling families of CONTRACT §3, each a rewrite of a `/v1/…` path. */
+const SPELLINGS: readonly ((path: string) => string)[] = [
+  (p) => p.replace(/^\/v1/, '/%761'),
+  (p) => p.replace(/^\/v1/, '/v%31'),
+  (p) => p.replace(/^\/v1/, '/%56%31'),
+  (p) => p.replace(/^\/v1\/([a-z])/, (_m, c: string) => `/v1/${hex(c)}`),
+  (p) => p.replace(/\/([a-z])([a-z]*)$/, (_m, c: string, rest: string) => `/${hex(c).toUpperCase()}${rest}`),
+  (p) => `/${p}`,
+  (p) => p.replace(/^\/v1\//, '/v1//'),
+  (p) => `/.${p}`,
+  (p) => p.replace(/^\/v1\//, '/v1/./'),
+  (p) => p.replace(/^\/v1\//, '/v1/%2e/'),
+  (p) => `/x/..${p}`,
+  (p) => p.replace(/^\/v1\//, '/v1/x/../'),
+  (p) => p.replace(/^\/v1\//, '/v1/x/%2E%2E/'),
+  (p) => p.replace(/^\/v1/, '/V1'),
+  (p) => p.replace(/^[^?]*/, (x) => x.toUpperCase()),
+  (p) => p.replace(/^([^?]*)/, '$1/'),
+  (p) => p.replace(/^([^?]*)/, '$1;jsessionid=1'),
+  (p) => p.replace(/^\/v1/, '/v1;x=1'),
+  (p) => p.replace(/^\/v1\//, '/v1%2F'),
+  (p) => p.replace(/^\/v1\//, '/v1%2f'),
+  (p) => `/%2F${p.slice(1)}`,
+  (p) => p.replace(/^\/v1\//, '/v1\\'),
+];
 
 const weird = fc.oneof(
   fc.string(),
@@ -100,6 +151,8 @@ function requestArbitrary(ids: { mine: string[]; theirs: string[]; attempts: str
     fc.tuple(fc.constant('POST'), id.map((i) => `/v1/attempts/${i}/resolve`), body(resolveBody)),
     fc.tuple(fc.constant('POST'), id.map((i) => `/v1/jobs/${i}/cancel`), body(json)),
     fc.tuple(fc.constant('POST'), fc.constant('/v1/chat/completions'), body(chatBody)),
+    fc.tuple(fc.constant('POST'), fc.constant('/v1/messages'), body(fc.record({ model: fc.constantFrom('plain', 'hedged'), max_tokens: fc.integer({ min: 1, max: 64 }), messages: fc.array(message, { minLength: 1, maxLength: 2 }) }))),
+    fc.tuple(fc.constant('GET'), fc.constantFrom('/v1/events', '/v1/usage', '/v1/certifications', '/v1/models'), fc.constant(undefined)),
     fc.tuple(fc.constantFrom('GET', 'POST'), fc.constantFrom('/healthz', '/readyz', '/metrics', '/openapi.json', '/v1', '/v1/', '//v1/jobs', '/v1/jobs/', '/V1/JOBS'), body(json)),
     fc.tuple(fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'), weird.map((s) => `/${encodeURIComponent(s)}`), body(json)),
   );
@@ -107,13 +160,19 @@ function requestArbitrary(ids: { mine: string[]; theirs: string[]; attempts: str
   return fc.record({
     endpoint,
     otherMethod: fc.option(fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'), { freq: 8 }),
-    auth: fc.oneof({ weight: 8, arbitrary: fc.constant(`Bearer ${TOKEN}`) }, { weight: 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: headerValue }, { weight: 1, arbitrary: fc.constantFrom('Bearer ', 'bearer tok_mallory', `Bearer ${TOKEN} `, 'Basic dG9rOg==', `Bearer ${TOKEN}x`) }),
+    auth: fc.oneof({ weight: 8, arbitrary: fc.constant(`Bearer ${TOKEN}`) }, { weight: 2, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: headerValue }, { weight: 2, arbitrary: fc.constantFrom('Bearer ', 'bearer tok_mallory', `Bearer ${TOKEN} `, 'Basic dG9rOg==', `Bearer ${TOKEN}x`, `Bearer ${TOKEN.toUpperCase()}`, `Bearer  ${TOKEN.slice(0, -1)}`) }),
+    apiKey: fc.option(fc.constantFrom(TOKEN, `${TOKEN}x`, ''), { freq: 6 }),
+    // A path spelled another way (CONTRACT §3): sent exactly as written.
+    spelling: fc.option(fc.constantFrom(...SPELLINGS), { freq: 2 }),
     key: fc.oneof({ weight: 5, arbitrary: fc.string({ minLength: 1, maxLength: 20 }).map((s) => `fz-${s}`) }, { weight: 1, arbitrary: fc.constant(undefined) }, { weight: 2, arbitrary: headerValue }),
     contentType: fc.oneof({ weight: 6, arbitrary: fc.constant('application/json') }, { weight: 1, arbitrary: fc.constant(undefined) }, { weight: 2, arbitrary: fc.constantFrom('text/plain', 'application/json; charset=latin1', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json, text/plain', 'APPLICATION/JSON', '*/*') }, { weight: 1, arbitrary: headerValue }),
     extra: fc.dictionary(fc.constantFrom('x-forwarded-for', 'accept', 'accept-encoding', 'content-encoding', 'onejob-job-id', 'x-request-id', 'expect', 'range'), headerValue, { maxKeys: 2 }),
-  }).map(({ endpoint: [method, path, b], otherMethod, auth, key, contentType, extra }) => {
+  }).map(({ endpoint: [method, plainPath, b], otherMethod, auth, apiKey, spelling, key, contentType, extra }) => {
     const headers: Record<string, string> = { ...extra };
-    if (auth !== undefined) headers.authorization = auth;
+    const path = spelling !== null && plainPath.startsWith('/v1') ? spelling(plainPath) : plainPath;
+    // x-api-key alone on some requests (the credential of /v1/messages only).
+    if (auth !== undefined && !(apiKey !== null && auth !== `Bearer ${TOKEN}`)) headers.authorization = auth;
+    if (apiKey !== null) headers['x-api-key'] = apiKey;
     if (key !== undefined) headers['idempotency-key'] = key;
     if (contentType !== undefined && b !== undefined) headers['content-type'] = contentType;
     return { method: otherMethod ?? method, path, headers, body: b };
@@ -155,8 +214,16 @@ function rawCases(): { name: string; chunks: (Buffer | string)[]; pauseMs?: numb
  * Rejects with `ERR_INVALID_*` when node refuses to send the request (bad header characters).
  */
 function send(url: string, r: FuzzRequest, timeoutMs: number): Promise<number> {
+  const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${url}${r.path}`, { method: r.method, headers: r.headers, agent: false, timeout: timeoutMs }, (res) => {
+    // The path as written (a URL would normalise dot segments away): what `curl --path-as-is` sends.
+    const req = httpRequest({ host: hostname, port: Number(port), path: r.path, method: r.method, headers: r.headers, agent: false, timeout: timeoutMs }, (res) => {
+      // An event stream (a feed) answers with its head: that is all the fuzzer needs.
+      if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+        res.destroy();
+        resolve(res.statusCode ?? 0);
+        return;
+      }
       res.resume();
       res.on('end', () => resolve(res.statusCode ?? 0));
       res.on('error', reject);
@@ -243,6 +310,8 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzReport> {
   /** Server errors already reported (method, path, status): one finding each, at most 20. */
   const seen = new Set<string>();
   const keysAnswered = new Map<string, number[]>();
+  /** 2xx answers to requests without a valid credential (each one a finding, at most 20). */
+  const unauthenticated: string[] = [];
 
   try {
     const { rows: [mark] } = await db.query<{ max: number | null; now: Date }>('SELECT max(id)::int AS max, now() AS now FROM job_events');
@@ -300,6 +369,10 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzReport> {
             if (Date.now() - started > 3000) o.log(`slow fuzz answer (${Date.now() - started} ms, ${status}): ${r.method} ${r.path.slice(0, 120)} ${JSON.stringify(r.headers).slice(0, 200)}`);
             statuses[String(status)] = (statuses[String(status)] ?? 0) + 1;
             const shape = `${r.method} ${r.path.replace(/\?.*$/, '')} ${status}`;
+            if (status >= 200 && status < 300 && !hasValidCredential(r) && !isOpenPath(r.path) && unauthenticated.length < 20) {
+              unauthenticated.push(shape);
+              findings.push({ kind: 'unauthenticated_success', message: `${r.method} ${r.path.slice(0, 200)} answered ${status} without a valid credential`, excerpt: [{ method: r.method, path: r.path.slice(0, 300), headers: r.headers, body: r.body?.slice(0, 500) }] });
+            }
             if (status >= 500 && !(status === 503 && r.path.startsWith('/readyz')) && !seen.has(shape) && seen.size < 20) {
               seen.add(shape);
               findings.push({ kind: 'server_error', message: `${r.method} ${r.path.slice(0, 200)} answered ${status}`, excerpt: [{ method: r.method, path: r.path.slice(0, 300), headers: r.headers, body: r.body?.slice(0, 500) }] });

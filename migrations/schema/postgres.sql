@@ -103,6 +103,7 @@ CREATE TABLE public.jobs (
     finished_at timestamp with time zone,
     stream_attempt_id text,
     trace_context text,
+    keyless_fingerprint text,
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT jobs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
     CONSTRAINT jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'unknown'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
@@ -162,6 +163,10 @@ CREATE INDEX job_events_id_idx ON public.job_events USING btree (id);
 CREATE INDEX job_events_job_idx ON public.job_events USING btree (owner_id, job_id, id);
 
 CREATE INDEX jobs_finished_idx ON public.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
+CREATE UNIQUE INDEX jobs_keyless_active_unique ON public.jobs USING btree (owner_id, keyless_fingerprint) WHERE ((keyless_fingerprint IS NOT NULL) AND (state <> ALL (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])));
+
+CREATE INDEX jobs_keyless_idx ON public.jobs USING btree (owner_id, keyless_fingerprint, finished_at DESC) WHERE (keyless_fingerprint IS NOT NULL);
 
 CREATE INDEX jobs_owner_created_idx ON public.jobs USING btree (owner_id, created_at DESC, id DESC);
 

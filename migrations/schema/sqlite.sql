@@ -72,7 +72,7 @@ CREATE TABLE jobs (
   skipped         TEXT    NOT NULL DEFAULT '[]',
   created_at      INTEGER NOT NULL,
   updated_at      INTEGER NOT NULL,
-  finished_at     INTEGER, stream_attempt_id TEXT, trace_context TEXT,
+  finished_at     INTEGER, stream_attempt_id TEXT, trace_context TEXT, keyless_fingerprint TEXT,
   PRIMARY KEY (owner_id, id),
   CONSTRAINT jobs_owner_key_unique UNIQUE (owner_id, idempotency_key),
   CONSTRAINT jobs_finished_iff_terminal CHECK ((state IN ('succeeded', 'failed', 'cancelled')) = (finished_at IS NOT NULL)),
@@ -100,6 +100,12 @@ CREATE INDEX attempts_unknown_idx ON attempts (started_at) WHERE state = 'unknow
 CREATE INDEX job_events_job_idx ON job_events (owner_id, job_id, id);
 
 CREATE INDEX jobs_finished_idx ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+
+CREATE UNIQUE INDEX jobs_keyless_active_unique ON jobs (owner_id, keyless_fingerprint)
+  WHERE keyless_fingerprint IS NOT NULL AND state NOT IN ('succeeded', 'failed', 'cancelled');
+
+CREATE INDEX jobs_keyless_idx ON jobs (owner_id, keyless_fingerprint, finished_at DESC)
+  WHERE keyless_fingerprint IS NOT NULL;
 
 CREATE INDEX jobs_owner_created_idx ON jobs (owner_id, created_at DESC, id DESC);
 

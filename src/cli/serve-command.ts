@@ -8,6 +8,7 @@
  * retention sweep (one process per database sweeps at a time).
  * SIGTERM/SIGINT: stop accepting, finish in-flight work, close the database.
  */
+import { createApiTokenAuthenticator } from '../http/api-token-auth.ts';
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { OnejobConfig } from '../config/config.ts';
@@ -100,7 +101,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
   // `check` and signed callbacks ask and apply through a reconciler: the executor's, else one of the API's own (not started).
   const reconciler = executor?.reconciler ?? runtime.createReconciler();
   if (!executor?.reconciler) instrumentReconciler(reconciler, metrics);
-  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor, reconciler });
+  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor, reconciler, mcp: runtime.mcp });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (error) {
@@ -150,20 +151,34 @@ export interface ExecutorProcessOptions {
   readonly onClose?: (() => Promise<void>) | undefined;
 }
 
+/** Options of {@link startMetricsServer}. */
+export interface MetricsServerOptions {
+  /** When set, `GET /metrics` needs `Authorization: Bearer <metricsToken>` (the config's `metricsToken`). */
+  readonly metricsToken?: string | null | undefined;
+  /** Null while the process can serve, else why not: `/healthz` answers 503 (the store's `liveness()`). */
+  readonly liveness?: (() => string | null) | undefined;
+}
+
 /**
  * A minimal HTTP server for an executor process: `GET /metrics` (Prometheus
- * text) and `GET /healthz`; anything else is 404. Resolves once listening.
+ * text; behind the `metricsToken` when one is configured) and `GET
+ * /healthz`; anything else is 404. Resolves once listening.
  */
-export async function startMetricsServer(metrics: Metrics, port: number, host: string): Promise<Server> {
+export async function startMetricsServer(metrics: Metrics, port: number, host: string, options: MetricsServerOptions = {}): Promise<Server> {
+  const scraper = options.metricsToken ? createApiTokenAuthenticator({ [options.metricsToken]: 'metrics' }) : null;
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
-    if (req.method === 'GET' && path === '/metrics') {
+    if (req.method === 'GET' && path === '/metrics' && scraper !== null && scraper(req.headers.authorization) === null) {
+      res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end('GET /metrics needs Authorization: Bearer <metricsToken>\n');
+    } else if (req.method === 'GET' && path === '/metrics') {
       metrics.registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
         (error: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${(error as Error).message}\n`),
       );
     } else if (req.method === 'GET' && path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+      const reason = options.liveness?.() ?? null;
+      if (reason === null) res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+      else res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'unavailable', reason }));
     } else {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: this port serves GET /metrics and /healthz\n');
     }
@@ -191,7 +206,7 @@ export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<voi
     if (metrics && o.metricsPort !== undefined) {
       const host = o.metricsHost ?? o.config.host;
       try {
-        server = await startMetricsServer(metrics, o.metricsPort, host);
+        server = await startMetricsServer(metrics, o.metricsPort, host, { metricsToken: o.config.metricsToken, liveness: () => o.store.liveness() });
       } catch (error) {
         throw new CliFailure(`cannot listen on ${host}:${o.metricsPort} for metrics: ${(error as Error).message}`, USAGE_EXIT_CODE);
       }

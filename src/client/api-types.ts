@@ -12,7 +12,10 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: the process is up */
+        /**
+         * Liveness: the process is up
+         * @description 503 `unavailable` when the process cannot serve whatever the database does (its SQLite worker died and does not start again): replace the process.
+         */
         get: {
             parameters: {
                 query?: never;
@@ -22,6 +25,24 @@ export type paths = {
             };
             requestBody?: never;
             responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description Default Response */
                 200: {
                     headers: {
@@ -51,7 +72,10 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (text exposition format) */
+        /**
+         * Prometheus metrics (text exposition format)
+         * @description Open by default; with `metricsToken` configured it needs `Authorization: Bearer <metricsToken>` (401 `unauthorized` otherwise).
+         */
         get: {
             parameters: {
                 query?: never;
@@ -61,6 +85,24 @@ export type paths = {
             };
             requestBody?: never;
             responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description Prometheus text. */
                 200: {
                     headers: {
@@ -444,7 +486,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -643,7 +685,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -1034,7 +1076,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;
@@ -1240,7 +1282,7 @@ export type paths = {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
+                    /** @description Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job. */
                     "idempotency-key"?: string;
                 };
                 path?: never;

@@ -4,14 +4,22 @@
  * attaches ONE `Idempotency-Key` to each logical call and sends the same key
  * again on every retry the SDK makes of it.
  *
- * How it tells a retry from a new call: both SDKs send
- * `X-Stainless-Retry-Count` (0 on the first try, 1, 2, … on retries) and
- * rebuild the same request (method, URL, JSON body) for each retry. A try
- * with count 0 mints a key; a retry takes the key of the earlier try of the
- * same request that is not in flight (a retry starts only after its previous
- * try ended). Two identical requests in flight at once may trade keys on
- * retry, which is harmless: their bodies, so their jobs, are the same.
- * A request that already carries an Idempotency-Key is left as it is.
+ * How it tells a retry from a new call: every client resends the same
+ * request (method, URL, JSON body) when it retries. The Stainless SDKs also
+ * count their tries in `X-Stainless-Retry-Count` (0, then 1, 2, …); a retry
+ * (count ≥ 1) takes the key of the earlier try of the same request that is
+ * not in flight (a retry starts only after its previous try ended). A try
+ * with no count, or count 0, takes the key of the same request when that
+ * request's last try ended without a final answer (a timeout, a lost
+ * connection, a 409, 429 or 5xx), else mints one: that is how the clients
+ * that retry by themselves, without the SDK's count, keep their key (the
+ * Vercel AI SDK, LangChain, which runs the openai SDK with `maxRetries: 0`,
+ * the OpenAI Agents SDK when its runner retries). So the same body sent
+ * again after an answer that was not final is the same call, however it was
+ * sent; after a final answer it is a new call with a new key. Two identical
+ * requests in flight at once may trade keys on retry, which is harmless:
+ * their bodies, so their jobs, are the same. A request that already carries
+ * an Idempotency-Key is left as it is.
  */
 import { newIntentKey } from './intent-key.ts';
 
@@ -80,7 +88,7 @@ export function intentFetch(options: IntentFetchOptions = {}): IntentFetch {
 
     const now = Date.now();
     calls = calls.filter((c) => c.inFlight || c.expiresAt > now);
-    let call = tryNumber > 0 ? calls.find((c) => c.signature === signature && !c.inFlight && c.lastTry < tryNumber) : undefined;
+    let call = calls.find((c) => c.signature === signature && !c.inFlight && (tryNumber === 0 || c.lastTry < tryNumber));
     if (call === undefined) {
       call = { signature, key: mintKey(), lastTry: tryNumber, inFlight: false, expiresAt: 0 };
       calls.push(call);

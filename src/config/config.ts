@@ -16,6 +16,7 @@ import { OnejobError } from '../core/errors.ts';
 import { describeAjvError } from './describe-ajv-error.ts';
 import { providerConfigProblems } from '../providers/create-provider.ts';
 import { PRICING_SCHEMA } from './pricing.ts';
+import { mcpServerConfigOf, mcpServerConfigProblems, type McpServerConfig } from '../providers/mcp/mcp-server-config.ts';
 import { RETRY_SCHEMA } from './retry-policy.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
@@ -37,10 +38,22 @@ export const LOOPBACK_HOST = '127.0.0.1';
 export const DEFAULT_FINISHED_JOBS_DAYS = 30;
 /** The default request body limit: 1 MiB. */
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
+/**
+ * The default body limit of the gateway endpoints (`/v1/chat/completions`,
+ * `/v1/messages`, `/v1/responses`): 32 MiB, room for images sent inline as
+ * base64 (CONTRACT §3, v3). A route opts in with `gatewayBodyLimit` (src/http/body-limits.ts).
+ */
+export const DEFAULT_GATEWAY_BODY_LIMIT_BYTES = 32 * 1024 * 1024;
+/** The default cap of open `GET /v1/events` feeds per owner and process. */
+export const DEFAULT_EVENT_FEEDS_PER_OWNER = 20;
+/** The default re-read interval of the events feeds (changes made by other processes). */
+export const DEFAULT_EVENT_FEEDS_POLL_MS = 2000;
 /** The default server-side wait of `POST /v1/chat/completions`: 5 minutes, below the OpenAI SDK's 10-minute timeout. */
 export const DEFAULT_CHAT_MAX_WAIT_MS = 300_000;
 /** The default `timeoutMs`: to the answer of a non-streamed attempt, to the first output of a streamed one. */
 export const DEFAULT_TIMEOUT_MS = 20_000;
+/** How long a finished keyless job is replayed to the same body (CONTRACT §12): 10 minutes. */
+export const DEFAULT_KEYLESS_WINDOW_MS = 600_000;
 /** The default `idleTimeoutMs`: the longest silence between events of a stream after its first output. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 /** The config file read when no path is given, if it exists. */
@@ -85,14 +98,29 @@ export interface OnejobConfig {
   readonly hostConfigured: boolean;
   /** Retention of finished jobs (CONTRACT §9). */
   readonly retention: RetentionConfig;
-  /** Largest accepted request body. Default 1 MiB. */
+  /** Largest accepted request body (`POST /v1/jobs` and every route but the gateway's). Default 1 MiB. */
   readonly bodyLimitBytes: number;
+  /** Largest accepted body on the gateway endpoints (`/v1/chat/completions`, `/v1/messages`, `/v1/responses`). Default 32 MiB. */
+  readonly gatewayBodyLimitBytes: number;
+  /** Per gateway endpoint (its path, e.g. `/v1/messages`): a body limit that replaces `gatewayBodyLimitBytes` there. Default none. */
+  readonly endpointBodyLimitBytes: Readonly<Record<string, number>>;
+  /** `GET /metrics` needs `Authorization: Bearer <metricsToken>` when set; null (default) leaves it open, as Prometheus expects. */
+  readonly metricsToken: string | null;
+  /** The `GET /v1/events` feeds: how many an owner may hold open (per process) and how often they re-read. */
+  readonly eventFeeds: EventFeedsConfig;
   /** How long `POST /v1/chat/completions` waits for its job before answering "retry with the same key". Default 300000 (5 min). */
   readonly chatMaxWaitMs: number;
+  /** Creates that send no Idempotency-Key (CONTRACT §12). Default `{ mode: "reject", windowMs: 600000 }`. */
+  readonly keyless: KeylessConfig;
   /** API token → owner (a name), or `{ owner, readOnly: true }` for a read-only token (reads and live updates only). */
   readonly apiKeys: Readonly<Record<string, ApiKeyGrant>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
   readonly routes: Readonly<Record<string, RouteConfig>>;
+  /**
+   * Upstream MCP servers whose tools `/mcp` offers as `<server>.<tool>`
+   * (CONTRACT §14, docs/mcp.md). Default: none.
+   */
+  readonly mcpServers: Readonly<Record<string, McpServerConfig>>;
   /** Route contracts, kept as opaque objects for the contracts module. */
   readonly contracts: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** The absolute path of the file that was read, or null. */
@@ -106,6 +134,35 @@ export interface OnejobConfig {
  * as the dashboard of an on-call viewer needs.
  */
 export type ApiKeyGrant = string | { readonly owner: string; readonly readOnly?: boolean };
+
+/** The owners' live feeds, `GET /v1/events` (docs/dashboard.md). */
+export interface EventFeedsConfig {
+  /** Open feeds one owner may hold on one process; one more is `429 too_many_requests`. Default 20. */
+  readonly maxPerOwner: number;
+  /** How often an owner's feeds re-read the event log for changes made by other processes (one read per owner, shared by its feeds). Default 2000 ms. */
+  readonly pollMs: number;
+}
+
+/**
+ * Callers that send no Idempotency-Key (CONTRACT §12, README "Callers that
+ * cannot send a key").
+ *
+ * @example { "mode": "fingerprint", "windowMs": 600000 }
+ */
+export interface KeylessConfig {
+  /**
+   * `reject` (default): a create without the header is `400
+   * idempotency_key_missing`. `fingerprint`: the canonical fingerprint of
+   * (route, body) stands for the key: an undecided job with it is joined,
+   * one finished less than `windowMs` ago is replayed, and after that the
+   * same body creates a new job. Two intents with the same body cannot be
+   * told apart, which is why it is opt-in. `/mcp` uses `fingerprint`
+   * whatever this says (CONTRACT §14).
+   */
+  readonly mode: 'reject' | 'fingerprint';
+  /** How long a finished keyless job is replayed, in ms. Default 600000 (10 minutes). */
+  readonly windowMs: number;
+}
 
 /** Retention of finished jobs (CONTRACT §9, docs/retention.md). */
 export interface RetentionConfig {
@@ -143,11 +200,24 @@ export const CONFIG_FILE_SCHEMA = {
     port: { type: 'integer', minimum: 0, maximum: 65535 },
     host: { type: 'string', minLength: 1 },
     bodyLimitBytes: { type: 'integer', minimum: 1 },
+    gatewayBodyLimitBytes: { type: 'integer', minimum: 1 },
+    endpointBodyLimitBytes: { type: 'object', propertyNames: { pattern: '^/v1/[!-~]+$' }, additionalProperties: { type: 'integer', minimum: 1 } },
+    metricsToken: { type: ['string', 'null'], pattern: '^[!-~]+$' },
+    eventFeeds: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { maxPerOwner: { type: 'integer', minimum: 1, maximum: 100_000 }, pollMs: { type: 'integer', minimum: 50, maximum: 3_600_000 } },
+    },
     chatMaxWaitMs: { type: 'integer', minimum: 1, maximum: 3_600_000 },
     retention: {
       type: 'object',
       additionalProperties: false,
       properties: { finishedJobsDays: { type: 'number', exclusiveMinimum: 0, maximum: 36_500 } },
+    },
+    keyless: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { mode: { enum: ['reject', 'fingerprint'] }, windowMs: { type: 'integer', minimum: 1, maximum: 2_592_000_000 } },
     },
     apiKeys: {
       type: 'object',
@@ -197,6 +267,8 @@ export const CONFIG_FILE_SCHEMA = {
       },
     },
     contracts: { type: 'object', additionalProperties: { type: 'object' } },
+    // Each server is checked by mcpServerConfigProblems (one line per problem, with its field).
+    mcpServers: { type: 'object', additionalProperties: { type: 'object' } },
   },
 } as const;
 
@@ -303,12 +375,18 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     port?: number;
     host?: string;
     bodyLimitBytes?: number;
+    gatewayBodyLimitBytes?: number;
+    endpointBodyLimitBytes?: Record<string, number>;
+    metricsToken?: string | null;
+    eventFeeds?: { maxPerOwner?: number; pollMs?: number };
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
+    keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
     contracts?: Record<string, Record<string, unknown>>;
+    mcpServers?: Record<string, Record<string, unknown>>;
   };
 
   const problems: string[] = [];
@@ -337,6 +415,24 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     providers[name] = provider;
   }
 
+  // MCP servers: checked first, then env: secrets resolved in their headers and env values.
+  const mcpServers: Record<string, McpServerConfig> = {};
+  for (const [name, m] of Object.entries(file.mcpServers ?? {})) {
+    const found = mcpServerConfigProblems(name, m);
+    if (found.length > 0) {
+      problems.push(...found.map((x) => `/${x.replace(/^mcpServers\.([^.:]+)\.?/, 'mcpServers/$1/').replace(/\/:/, ':')}`));
+      continue;
+    }
+    const resolved: Record<string, unknown> = { ...m };
+    for (const field of ['headers', 'env'] as const) {
+      const values = m[field] as Record<string, string> | undefined;
+      if (values === undefined) continue;
+      resolved[field] = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, secret(v, `/mcpServers/${name}/${field}/${k}`, env, requireSecrets, problems) ?? '']));
+    }
+    if (typeof m.url === 'string') resolved.url = secret(m.url, `/mcpServers/${name}/url`, env, requireSecrets, problems) ?? '';
+    mcpServers[name] = mcpServerConfigOf(resolved);
+  }
+
   const contracts = { ...(file.contracts ?? {}) };
   const routes: Record<string, RouteConfig> = {};
   for (const [name, r] of Object.entries(file.routes ?? {})) {
@@ -359,6 +455,15 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
       const t = secret(token, `/apiKeys/${token}`, env, requireSecrets, problems);
       if (t !== null) apiKeys[t] = owner;
     }
+  }
+
+  // The metrics token: ONEJOB_METRICS_TOKEN wins over the file's (which may be an env: reference).
+  let metricsToken: string | null = null;
+  if (env.ONEJOB_METRICS_TOKEN !== undefined && env.ONEJOB_METRICS_TOKEN.trim() !== '') {
+    metricsToken = env.ONEJOB_METRICS_TOKEN.trim();
+    if (!/^[!-~]+$/.test(metricsToken)) problems.push('ONEJOB_METRICS_TOKEN: must be visible ASCII without spaces');
+  } else if (typeof file.metricsToken === 'string') {
+    metricsToken = secret(file.metricsToken, '/metricsToken', env, requireSecrets, problems);
   }
 
   let databaseUrl = DEFAULT_DATABASE_URL;
@@ -388,11 +493,17 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     hostConfigured: host !== undefined,
     retention: { finishedJobsDays: file.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    gatewayBodyLimitBytes: file.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    endpointBodyLimitBytes: { ...(file.endpointBodyLimitBytes ?? {}) },
+    metricsToken,
+    eventFeeds: { maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
+    keyless: { mode: file.keyless?.mode ?? 'reject', windowMs: file.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys,
     providers,
     routes,
     contracts,
+    mcpServers,
     configPath,
   };
 }
@@ -408,12 +519,18 @@ export function defineConfig(partial: {
   port?: number;
   host?: string;
   bodyLimitBytes?: number;
+  gatewayBodyLimitBytes?: number;
+  endpointBodyLimitBytes?: Record<string, number>;
+  metricsToken?: string | null;
+  eventFeeds?: Partial<EventFeedsConfig>;
   chatMaxWaitMs?: number;
   retention?: Partial<RetentionConfig>;
-  apiKeys?: Record<string, string>;
+  keyless?: Partial<KeylessConfig>;
+  apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
   contracts?: Record<string, Record<string, unknown>>;
+  mcpServers?: Record<string, ({ url: string; headers?: Record<string, string> } | { command: string[]; env?: Record<string, string>; cwd?: string }) & { timeoutMs?: number }>;
 }): OnejobConfig {
   const providers: Record<string, ProviderConfig> = {};
   for (const [name, p] of Object.entries(partial.providers ?? {})) {
@@ -433,11 +550,17 @@ export function defineConfig(partial: {
     hostConfigured: partial.host !== undefined,
     retention: { finishedJobsDays: partial.retention?.finishedJobsDays ?? DEFAULT_FINISHED_JOBS_DAYS },
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    gatewayBodyLimitBytes: partial.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    endpointBodyLimitBytes: { ...(partial.endpointBodyLimitBytes ?? {}) },
+    metricsToken: partial.metricsToken ?? null,
+    eventFeeds: { maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
+    keyless: { mode: partial.keyless?.mode ?? 'reject', windowMs: partial.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys: { ...(partial.apiKeys ?? {}) },
     providers,
     routes,
     contracts: { ...(partial.contracts ?? {}) },
+    mcpServers: Object.fromEntries(Object.entries(partial.mcpServers ?? {}).map(([name, m]) => [name, mcpServerConfigOf(m as Record<string, unknown>)])),
     configPath: null,
   };
 }

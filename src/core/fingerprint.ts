@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import canonicalizeImport from 'canonicalize';
 import { OnejobError } from './errors.ts';
+import { v7 as uuidv7 } from 'uuid';
 
 const canonicalizeFn = canonicalizeImport as unknown as (value: unknown) => string | undefined;
 
@@ -35,4 +36,15 @@ export function canonicalJson(value: unknown): string {
  */
 export function fingerprint(value: unknown): string {
   return 'sha256:' + createHash('sha256').update(canonicalJson(value)).digest('hex');
+}
+
+/**
+ * A fresh idempotency key for a keyless job (CONTRACT §12): the start of its
+ * fingerprint, for people reading it, and a time-ordered unique suffix, so
+ * that UNIQUE(owner, key) holds for every job the same body ever makes.
+ *
+ * @example keylessIdempotencyKey('sha256:9f86d08…') // 'keyless:9f86d081884c7d65:0193…'
+ */
+export function keylessIdempotencyKey(fp: string): string {
+  return `keyless:${fp.replace(/^sha256:/, '').slice(0, 16)}:${uuidv7()}`;
 }

@@ -60,7 +60,7 @@ import { newId } from '../core/ids.ts';
 import { everyProviderEligible, type EligibilityCheck, type RetryPolicy, type RetryRequest } from '../core/job-rules.ts';
 import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
-import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, isOutputDelta, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderError, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
+import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, isOutputDelta, providerErrorLogFields, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderError, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
 import { retryHereAfter } from '../providers/classify-outcome.ts';
 import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
 import type { ClaimedAttempt, SettleAttemptResult, Store } from '../store/store.ts';
@@ -532,6 +532,8 @@ export class Executor {
       await runningWrite;
       const latencyMs = Date.now() - startedMs;
       log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched }, 'provider answered');
+      // The provider's whole error text goes to the log; the attempt and the job keep it redacted (src/core/redact-credentials.ts).
+      if (outcome.kind !== 'success') log?.warn(providerErrorLogFields(outcome.error), 'provider error');
 
       // Step: classify and record.
       if (f.leaseLost) {
@@ -556,6 +558,10 @@ export class Executor {
         // What the stopped loser had cost by then, when the provider said (a stream's partial usage): CONTRACT §8.
         await this.#settle(f, { state: 'superseded', error, ...this.#partialUsage(attempt.provider, outcome) }, log);
         stream?.end({ ok: false, error });
+      } else if (outcome.kind === 'success' && outcome.result !== undefined) {
+        // A provider whose answer is not a completion (an MCP tool's result): the job's result exactly as given, no usage.
+        const r = await this.#settle(f, { state: 'succeeded', result: outcome.result, usage: null, costMicros: null }, log);
+        stream?.end(r?.won === true ? { ok: true, result: r.job.result } : { ok: false, error: { code: 'superseded', message: `attempt ${attempt.number} (${attempt.provider}) finished after the job was decided` } });
       } else if (outcome.kind === 'success') {
         // Usage is recorded whatever the end: won, superseded, or a contract violation (CONTRACT §8).
         const metered = meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider));

@@ -222,7 +222,7 @@ export const createJobHeaders = {
   properties: {
     'idempotency-key': {
       type: 'string',
-      description: 'Required. 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job.',
+      description: 'Required (unless `keyless.mode` is `fingerprint`: then, when absent, the fingerprint of the body stands for it; CONTRACT §12). 1–255 visible ASCII characters (`!`..`~`). Same key + same body → the same job.',
     },
   },
 } as const;

@@ -40,6 +40,8 @@ import { registerUsageRoutes } from './routes/usage-routes.ts';
 import { registerEventRoutes } from './routes/event-routes.ts';
 import { registerCertificationRoutes } from './routes/certification-routes.ts';
 import { registerDashboardRoutes } from './routes/dashboard-routes.ts';
+import { MCP_PATH, registerMcpRoutes, type McpRoutesOptions } from './routes/mcp-routes.ts';
+import type { McpUpstreams } from '../providers/mcp/mcp-upstreams.ts';
 import { registerModelRoutes } from './routes/model-routes.ts';
 import { withOpenAiError } from './chat-completion.ts';
 import { anthropicErrorOf } from './routes/messages-routes.ts';
@@ -76,6 +78,13 @@ export interface BuildAppOptions {
    * queue). Default: none (check answers `lookup_unsupported`, callbacks 401).
    */
   readonly reconciler?: Reconciler | undefined;
+  /**
+   * The upstream MCP servers `/mcp` offers the tools of (CONTRACT §14): the
+   * runtime's `mcp`. Default: none (`/mcp` lists no tools).
+   */
+  readonly mcp?: McpUpstreams | undefined;
+  /** `/mcp`: its longest wait for a tool job (see {@link McpRoutesOptions}). */
+  readonly mcpRoutes?: McpRoutesOptions | undefined;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }); // a BOM stays in the text: JSON.parse refuses it, as before
@@ -242,8 +251,9 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   app.setNotFoundHandler(async (request, reply) => {
     const path = routedPathOf(request.url);
     const v1 = isV1Path(path);
+    // An unknown path spelled like the MCP gateway's is guarded as it is: 401 without a token, before any 404.
     const error =
-      v1 && authenticate(credentialOf(request)) === null
+      (v1 || isMcpPath(path)) && authenticate(credentialOf(request)) === null
         ? new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token')
         : new OnejobError('not_found', `no route ${request.method} ${path}`, { details: { path } });
     const problem = toProblem(error);
@@ -310,11 +320,20 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     });
     registerCallbackRoutes(signed, ctx);
   });
+  // The MCP gateway (CONTRACT §14): not under /v1/, behind the same authentication hook in a scope of its own.
+  app.register(async (mcp) => {
+    mcp.addHook('onRequest', requireCredential);
+    mcp.addHook('onRoute', (route) => {
+      const urls = Array.isArray(route.url) ? route.url : [route.url];
+      for (const url of urls) if (!isMcpPath(url)) throw new Error(`route ${url} is registered in the authenticated /mcp scope but is not an /mcp path`);
+    });
+    registerMcpRoutes(mcp, ctx, options.mcp ?? null, options.mcpRoutes);
+  });
   // Routes that need no token: health, readiness, metrics, the API document and the dashboard's assets.
   app.register(async (open) => {
     open.addHook('onRoute', (route) => {
       const urls = Array.isArray(route.url) ? route.url : [route.url];
-      for (const url of urls) if (isV1Path(url)) throw new Error(`route ${url} is a /v1/ path registered outside the authenticated scope`);
+      for (const url of urls) if (isV1Path(url) || isMcpPath(url)) throw new Error(`route ${url} is a /v1/ or /mcp path registered outside the authenticated scopes`);
     });
     registerOpsRoutes(open, ctx);
     registerDashboardRoutes(open);
@@ -342,6 +361,12 @@ export function routedPathOf(url: string): string {
 export function isV1Path(path: string): boolean {
   const segments = path.split(/[/\\]+/).filter((s) => s !== '' && s !== '.');
   return segments[0]?.split(';')[0]?.toLowerCase() === 'v1' || segments.some((s) => s === '..');
+}
+
+/** Whether a (decoded) path is the MCP gateway's, in any letter case, however its slashes and dot segments are spelled. */
+export function isMcpPath(path: string): boolean {
+  const segments = path.split(/[/\\]+/).filter((s) => s !== '' && s !== '.');
+  return segments[0]?.split(';')[0]?.toLowerCase() === MCP_PATH.slice(1) || segments.some((s) => s === '..');
 }
 
 /**

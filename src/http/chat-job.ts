@@ -13,7 +13,7 @@ import type { JobWithAttempts } from '../core/types.ts';
 import type { ClaimedAttempt } from '../store/store.ts';
 import { bindLog, type AppContext } from './app-context.ts';
 import { chatRouteOf } from './chat-completion.ts';
-import { waitForJob } from './routes/job-routes.ts';
+import { IDEMPOTENCY_KEY_HEADER, waitForJob, type CreationKey, creationKeyOf } from './routes/job-routes.ts';
 import { requestWriter } from './request-owner.ts';
 
 /** Header naming the job a gateway answer belongs to. */
@@ -49,7 +49,9 @@ export interface ChatJobRequest {
   readonly input: unknown;
   /** The whole request body: a replay must repeat it exactly (canonically). */
   readonly body: unknown;
-  readonly idempotencyKey: string;
+  /** The request's Idempotency-Key, or none and `keyless` (CONTRACT §12: see {@link creationKeyOf}). */
+  readonly idempotencyKey?: string | undefined;
+  readonly keyless?: { readonly windowMs: number } | undefined;
   /** The job's metadata (the Responses endpoint keeps what rebuilds a Response there). Default none. */
   readonly metadata?: Record<string, unknown> | undefined;
 }
@@ -87,12 +89,16 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   let created: boolean;
   let job: JobWithAttempts;
   let claimed: ClaimedAttempt | undefined;
-  const firstAttempt = ctx.inline?.leaseForNewWork(route) ?? undefined;
+  const key: CreationKey = p.idempotencyKey !== undefined
+    ? { idempotencyKey: p.idempotencyKey }
+    : p.keyless !== undefined ? { keyless: p.keyless } : idempotencyKeyMissing();
+  // A keyless create takes the general path (the store queues it): no lease to take.
+  const firstAttempt = key.keyless ? undefined : ctx.inline?.leaseForNewWork(route) ?? undefined;
   const leasedAt = performance.now();
   try {
     ({ job, created, claimed } = await tracedCreateJob(store, request.headers, {
       ownerId: requestWriter(request),
-      idempotencyKey: p.idempotencyKey,
+      ...key,
       route,
       input: p.input,
       ...(p.metadata === undefined ? {} : { metadata: p.metadata }),
@@ -109,6 +115,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   }
   bindLog(request, reply, { job_id: job.id });
   reply.header(JOB_ID_HEADER, job.id);
+  reply.header(IDEMPOTENCY_KEY_HEADER, job.idempotencyKey);
   if (created) {
     metrics.jobsCreated.inc({ route });
     request.log.info({ route, endpoint: p.endpoint }, 'chat job created');
@@ -130,6 +137,10 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   // would sit until its lease expires and end unknown. (The route subscribes within this turn, before any I/O.)
   if (start) setImmediate(start);
   return { job, created, replayed: created ? 'false' : 'true', start };
+}
+
+function idempotencyKeyMissing(): never {
+  throw new OnejobError('idempotency_key_missing', 'the Idempotency-Key header is required (1–255 visible ASCII characters)');
 }
 
 /** Options of {@link settleChatJob}. */

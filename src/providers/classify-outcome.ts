@@ -8,6 +8,7 @@
  * readable completion is `ambiguous`. See `docs/providers.md`.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { redactCredentials, redactStrings } from '../core/redact-credentials.ts';
 import { ResponseTooLargeError, type HttpExchange } from './http-exchange.ts';
 import type {
   NormalizedCompletion,
@@ -156,8 +157,21 @@ function outcome(kind: 'failure' | 'ambiguous', code: ProviderErrorCode, message
   return kind === 'failure' ? failure(code, message, details, cause) : ambiguous(code, message, details, cause);
 }
 
+/**
+ * Every provider error is built here: its `message` and `details` are what
+ * tenants may see (recorded on the attempt and the job, sent in a stream's
+ * error event), so credentials and organisation ids are redacted from them
+ * ({@link redactCredentials}); the text as the provider wrote it stays in
+ * `unredacted`, for the log line only.
+ */
 function providerError(code: ProviderErrorCode, message: string, details: ProviderErrorDetails, cause: unknown): ProviderError {
-  return cause === undefined ? { code, message, details } : { code, message, details, cause };
+  const safe = { code, message: redactCredentials(message), details: redactStrings(details) };
+  const changed = safe.message !== message || Object.entries(details).some(([k, v]) => safe.details[k as keyof ProviderErrorDetails] !== v);
+  return {
+    ...safe,
+    ...(changed ? { unredacted: { message, details } } : {}),
+    ...(cause === undefined ? {} : { cause }),
+  };
 }
 
 function causeDetails(cause: unknown): Pick<ProviderErrorDetails, 'cause_code' | 'cause_message'> {

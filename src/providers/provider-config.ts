@@ -16,6 +16,8 @@ export const ProviderType = {
   Task: 'task',
   /** The OpenAI Responses API in background mode: POST `{baseUrl}/responses`, GET/cancel the response (CONTRACT §11). */
   OpenAIResponses: 'openai-responses',
+  /** One tool of an upstream MCP server (`mcpServers`, CONTRACT §14): built by the gateway, never configured under `providers`. */
+  Mcp: 'mcp',
 } as const;
 export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
 

@@ -255,13 +255,30 @@ export interface ProviderErrorDetails {
   readonly cause_message?: string;
 }
 
-/** A provider error: a stable code, a message, JSON-safe details, and the raw cause for logs only. */
+/**
+ * A provider error: a stable code, a message, JSON-safe details, and the raw
+ * cause for logs only. `message` and `details` are safe for tenants
+ * (credentials and organisation ids redacted, `src/core/redact-credentials.ts`).
+ */
 export interface ProviderError {
   readonly code: ProviderErrorCode;
   readonly message: string;
   readonly details: ProviderErrorDetails;
   /** The raw error (undici's, the signal's reason). For logs; never store or return it. */
   readonly cause?: unknown;
+  /** The message and details as the provider wrote them, when redaction changed them. For logs; never store or return it. */
+  readonly unredacted?: { readonly message: string; readonly details: ProviderErrorDetails };
+}
+
+/**
+ * The fields of the log line of a provider error: the whole text, as the
+ * provider wrote it (the operator's logs are where it belongs).
+ *
+ * @example log.warn(providerErrorLogFields(outcome.error), 'provider error')
+ */
+export function providerErrorLogFields(error: ProviderError): Record<string, unknown> {
+  const whole = error.unredacted ?? error;
+  return { code: error.code, status: whole.details.status, provider_error: { message: whole.message, ...whole.details }, ...(error.cause === undefined ? {} : { err: error.cause }) };
 }
 
 /**
@@ -279,6 +296,13 @@ export type ProviderOutcome =
       readonly raw: unknown;
       /** The provider's request id header, when sent. */
       readonly providerRequestId?: string | undefined;
+      /**
+       * The job's result as the provider gives it, for a provider whose answer
+       * is not a chat completion (an MCP tool's `CallToolResult`, CONTRACT
+       * §14): stored exactly as given, without the completion's shape, the
+       * route contract's check or usage. Absent for chat providers.
+       */
+      readonly result?: unknown;
     }
   | {
       readonly kind: 'failure';

@@ -24,6 +24,7 @@ import { tracedProvider, tracedStore } from '../tracing/tracing.ts';
 import type { ChatRequest, Provider, ProviderConfig } from '../providers/provider.ts';
 import type { Store } from '../store/store.ts';
 import { pricingOf } from '../config/pricing.ts';
+import { McpUpstreams, ProvidersWithTools } from '../providers/mcp/mcp-upstreams.ts';
 import { retryPolicyOf } from '../config/retry-policy.ts';
 
 /** Options of {@link createRuntime}. */
@@ -45,6 +46,8 @@ export class Runtime {
   readonly config: OnejobConfig;
   readonly store: Store;
   readonly providers: ReadonlyMap<string, Provider>;
+  /** The upstream MCP servers (`mcpServers`, CONTRACT §14): the `/mcp` gateway's tools; their tool jobs run through `providers`. */
+  readonly mcp: McpUpstreams;
   /** Compiled contracts by route name (routes without a contract are absent). */
   readonly contracts: ReadonlyMap<string, CompiledContract>;
   readonly #logger: Logger | undefined;
@@ -52,10 +55,11 @@ export class Runtime {
   readonly #executors: Executor[] = [];
   #retention: RetentionSweeper | null = null;
 
-  private constructor(o: RuntimeOptions, providers: Map<string, Provider>, contracts: Map<string, CompiledContract>) {
+  private constructor(o: RuntimeOptions, providers: Map<string, Provider>, contracts: Map<string, CompiledContract>, mcp: McpUpstreams) {
     this.config = o.config;
     this.store = o.store;
     this.providers = providers;
+    this.mcp = mcp;
     this.contracts = contracts;
     this.#logger = o.logger;
     this.#gates = new RouteGates(o.config, contracts, (provider, input) => providers.get(provider)?.unsupportedMembers(input as ChatRequest) ?? []);
@@ -63,12 +67,17 @@ export class Runtime {
 
   /** Builds providers and compiles contracts; loads certifications. */
   static async create(o: RuntimeOptions): Promise<Runtime> {
-    const providers = new Map<string, Provider>();
+    const configured = new Map<string, Provider>();
     for (const [name, pc] of Object.entries(o.config.providers)) {
-      providers.set(name, tracedProvider(createProvider(name, pc as unknown as ProviderConfig)));
+      configured.set(name, tracedProvider(createProvider(name, pc as unknown as ProviderConfig)));
     }
+    // Tool jobs (`mcp:<server>.<tool>`) find their provider here too, whatever tools the servers offer now.
+    const mcp = new McpUpstreams(o.config.mcpServers, { logger: o.logger, wrapProvider: tracedProvider });
+    const providers = new ProvidersWithTools(configured, mcp);
     const contracts = await compileRouteContracts(o.config);
-    const runtime = new Runtime(o, providers, contracts);
+    const runtime = new Runtime(o, providers, contracts, mcp);
+    // Stdio servers start now (and are restarted when they die); failures are retried on use.
+    await mcp.start();
     await runtime.refreshCertifications();
     return runtime;
   }
@@ -150,6 +159,7 @@ export class Runtime {
     await this.#retention?.stop();
     await Promise.all(this.#executors.map((e) => e.stop(graceMs)));
     await Promise.all([...this.providers.values()].map((p) => p.close()));
+    await this.mcp.close();
   }
 }
 

@@ -92,6 +92,16 @@ export interface SettleWonParams {
   readonly providerRequestId?: string | null | undefined;
 }
 
+/** Parameters of {@link DriverQueries.jobGetByKeylessFingerprint}. */
+export interface KeylessLookupParams {
+  readonly ownerId: string;
+  readonly fingerprint: string;
+  /** A finished job is replayed for this long after it finished. */
+  readonly windowMs: number;
+  /** Stands in for the database's clock (tests); null: the database's own. */
+  readonly now: Date | null;
+}
+
 /** Parameters of {@link DriverQueries.jobList}. */
 export interface JobListParams {
   readonly ownerId: string;
@@ -324,6 +334,22 @@ export interface DriverQueries {
   /** The job for (owner, idempotency key), or null. */
   jobGetByKey(ownerId: string, idempotencyKey: string): Promise<Job | null>;
   /**
+   * A keyless job (CONTRACT §12): `INSERT INTO jobs … keyless_fingerprint …
+   * ON CONFLICT DO NOTHING RETURNING *` (any uniqueness: the key, or the
+   * partial UNIQUE index of migration 0010 on (owner, keyless_fingerprint)
+   * over undecided jobs), state `queued` as {@link jobInsert}. Null when an
+   * undecided job of the owner already has this fingerprint. Never batched
+   * with keyed inserts (whose conflict target is the key alone).
+   */
+  jobInsertKeyless(row: JobInsertRow & { readonly keylessFingerprint: string }): Promise<Job | null>;
+  /**
+   * The owner's keyless job with this fingerprint that a keyless request
+   * joins or replays: the undecided one, else the newest finished less than
+   * `windowMs` ago by the database's clock (or `now`, its stand-in); null
+   * when there is none.
+   */
+  jobGetByKeylessFingerprint(params: KeylessLookupParams): Promise<Job | null>;
+  /**
    * The job, or null. With `forUpdate`, inside a transaction, the row is locked
    * until commit (PostgreSQL `FOR UPDATE`; SQLite's write transaction already
    * excludes other writers).
@@ -494,6 +520,13 @@ export interface Driver {
   pendingMigrations(): Promise<number[]>;
   /** Cheap round trip (readiness). */
   ping(): Promise<void>;
+  /**
+   * Null while this process's connection machinery can serve; else why it
+   * cannot, so that `/healthz` fails and the process is replaced (the SQLite
+   * worker died and could not be started again). Not a database outage: an
+   * unreachable server is `/readyz`'s business. Absent: always null.
+   */
+  liveness?(): string | null;
   /** Tells other processes there is new work (PostgreSQL NOTIFY; a no-op without the capability). */
   notifyWork(): Promise<void>;
   /** Calls `listener` when another process notified work; returns an unsubscribe function. */

@@ -10,7 +10,7 @@
 import { EventEmitter } from 'node:events';
 import { systemClock, type Clock } from '../core/clock.ts';
 import { OnejobError } from '../core/errors.ts';
-import { fingerprint as fingerprintOf } from '../core/fingerprint.ts';
+import { fingerprint as fingerprintOf, keylessIdempotencyKey } from '../core/fingerprint.ts';
 import { newId } from '../core/ids.ts';
 import {
   decideAfterSettle,
@@ -24,7 +24,7 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedErro
 import type { TokenUsage } from '../core/usage.ts';
 import { Insights, type RecordLateUsageParams } from './insights.ts';
 import { withAttempts } from './with-attempts.ts';
-import type { CertificationRow, Driver, DriverQueries, EventInsertRow, MigrationResult } from './driver.ts';
+import type { CertificationRow, Driver, DriverQueries, EventInsertRow, JobInsertRow, MigrationResult } from './driver.ts';
 import { isCertificationBound } from './store.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type {
@@ -122,6 +122,10 @@ export class JobStore implements Store {
     return this.#driver.migrate();
   }
 
+  liveness(): string | null {
+    return this.#driver.liveness?.() ?? null;
+  }
+
   async readiness() {
     try {
       await this.#driver.ping();
@@ -142,7 +146,7 @@ export class JobStore implements Store {
     const row = {
       id: newId('job'),
       ownerId: p.ownerId,
-      idempotencyKey: p.idempotencyKey,
+      idempotencyKey: p.keyless ? keylessIdempotencyKey(fp) : p.idempotencyKey,
       fingerprint: fp,
       route: p.route,
       input: p.input,
@@ -151,6 +155,7 @@ export class JobStore implements Store {
       createdAt: this.#clock.now(),
       traceContext: p.traceContext ?? null,
     };
+    if (p.keyless) return this.#createKeyless(p, { ...row, keylessFingerprint: fp }, p.keyless.windowMs);
     const first = p.firstAttempt ? await this.#firstProvider(p, p.firstAttempt.eligible ?? everyProviderEligible) : null;
     if (first !== null && p.firstAttempt) {
       const leased = await q.jobInsertLeased(row, {
@@ -170,19 +175,42 @@ export class JobStore implements Store {
         return { job: { ...inserted, attempts: [] }, created: true };
       }
     }
-    const existing = await q.jobGetByKey(p.ownerId, p.idempotencyKey);
+    const existing = await q.jobGetByKey(p.ownerId, row.idempotencyKey);
     if (!existing) {
       // Retention deleted the (finished) job between our INSERT and this read: the key is free again.
       if (round < 3) return this.createJob(p, round + 1);
       throw new OnejobError('internal', 'idempotency key conflicted but no job holds it');
     }
     if (existing.fingerprint !== fp) {
-      throw new OnejobError('idempotency_key_reused', `Idempotency-Key "${p.idempotencyKey}" was already used with a different request (job ${existing.id})`, {
+      throw new OnejobError('idempotency_key_reused', `Idempotency-Key "${row.idempotencyKey}" was already used with a different request (job ${existing.id})`, {
         details: { job_id: existing.id },
       });
     }
     const attempts = await q.attemptListByJob(existing.ownerId, existing.id);
     return { job: { ...existing, attempts }, created: false };
+  }
+
+  /**
+   * A keyless create (CONTRACT §12): join the undecided job of the
+   * fingerprint, or replay the one that finished within the window, else
+   * insert. Two creates that both find nothing race the partial UNIQUE
+   * index: the loser's insert writes nothing, and it looks again (finding
+   * the winner's job). A few rounds cover a job that finishes and leaves
+   * the window between the look and the insert.
+   */
+  async #createKeyless(p: CreateJobParams, row: JobInsertRow & { readonly keylessFingerprint: string }, windowMs: number): Promise<CreateJobResult> {
+    const q = this.#driver.queries;
+    for (let round = 1; round <= 4; round++) {
+      const existing = await q.jobGetByKeylessFingerprint({ ownerId: p.ownerId, fingerprint: row.keylessFingerprint, windowMs, now: this.#clockStandIn() });
+      if (existing) return { job: { ...existing, attempts: await q.attemptListByJob(existing.ownerId, existing.id) }, created: false };
+      const inserted = await q.jobInsertKeyless(row);
+      if (inserted) {
+        this.#changed(inserted.ownerId, inserted.id, inserted.state);
+        this.#signalWork();
+        return { job: { ...inserted, attempts: [] }, created: true };
+      }
+    }
+    throw new OnejobError('internal', `keyless create of fingerprint ${row.keylessFingerprint} conflicted four times without finding the job that holds it`);
   }
 
   /**

@@ -5,6 +5,7 @@
  */
 import type { Clock } from '../core/clock.ts';
 import { OnejobError } from '../core/errors.ts';
+import { redactCredentials } from '../core/redact-credentials.ts';
 import type { Driver } from './driver.ts';
 import { JobStore, type JobStoreOptions } from './job-store.ts';
 import { createPostgresDriver } from './postgres/postgres-driver.ts';
@@ -49,7 +50,7 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
   return new JobStore(await openDriver(url, options), { clock: options.clock, databaseClock: options.databaseClock });
 }
 
-/** The URL with any password replaced by `***`, for messages. */
+/** The URL with its userinfo (user and password) redacted, for messages: the one redaction, {@link redactCredentials}. */
 export function redact(url: string): string {
-  return url.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
+  return redactCredentials(url);
 }

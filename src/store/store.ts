@@ -12,11 +12,36 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedErro
 import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult } from './driver.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { Insights, RecordLateUsageParams } from './insights.ts';
+import type { keylessIdempotencyKey } from '../core/fingerprint.ts';
 
-/** Parameters of {@link Store.createJob}. */
-export interface CreateJobParams {
+/**
+ * Parameters of {@link Store.createJob}: an idempotency key, or `keyless`
+ * (the request sent none, CONTRACT §12).
+ */
+export type CreateJobParams = CreateJobCommonParams & (
+  | { readonly idempotencyKey: string; readonly keyless?: undefined }
+  | {
+      readonly idempotencyKey?: undefined;
+      /**
+       * Keyless creation (CONTRACT §12, `keyless.mode: "fingerprint"`; every
+       * keyless `/mcp` tool call, §14): the request's fingerprint stands for
+       * the key. While a job of the owner with this fingerprint is
+       * undecided, the request joins it (the database allows one such job
+       * per (owner, fingerprint): a partial UNIQUE index); for `windowMs`
+       * after it finished, the request replays it; after that it creates a
+       * new job, whose key the store makes ({@link keylessIdempotencyKey}:
+       * unique, so UNIQUE(owner, key) holds). The answer's
+       * `job.idempotencyKey` is the key used. A keyless create takes the
+       * general path: `firstAttempt` is ignored (the job is queued and
+       * claimed by an executor).
+       */
+      readonly keyless: { readonly windowMs: number };
+    }
+);
+
+/** What every {@link CreateJobParams} has. */
+export interface CreateJobCommonParams {
   readonly ownerId: string;
-  readonly idempotencyKey: string;
   readonly route: string;
   readonly input: unknown;
   readonly metadata?: Record<string, unknown> | null | undefined;
@@ -272,6 +297,8 @@ export interface Store {
   readonly capabilities: DriverCapabilities;
   /** Applies pending migrations (safe from several processes at once). */
   migrate(): Promise<MigrationResult[]>;
+  /** Null while this process can reach its database machinery; else why not (a dead SQLite worker that does not come back): `/healthz` answers 503. */
+  liveness(): string | null;
   /** Whether the database answers and its schema is current. */
   readiness(): Promise<{ readonly ok: boolean; readonly pendingMigrations: readonly number[]; readonly error?: string }>;
 

@@ -99,6 +99,35 @@ describe('intentFetch() with the openai SDK against onejob serve (sqlite)', () =
     expect(server.primary.calls.filter((c) => jobs.some((j) => j.id === c.jobId))).toHaveLength(4);
   });
 
+  it('a client that retries by itself (no retry count, or count 0: LangChain, the Vercel AI SDK): the same body sent again after a try that ended without a final answer keeps its key; after a final answer it is a new call', async () => {
+    server.primary.setDefault({ delayMs: 1500, reply: 'resent' });
+    const rec = recorded(fetch);
+    // maxRetries 0: every try goes out with X-Stainless-Retry-Count 0, as under LangChain; the loop below is the framework's retry.
+    const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: TOKEN, fetch: intentFetch({ fetch: rec.spy }), maxRetries: 0, timeout: 400 });
+    const body = { model: 'summarize', messages: [{ role: 'user' as const, content: 'resend me' }] };
+    let answer: string | null = null;
+    for (let i = 0; i < 20 && answer === null; i++) {
+      answer = await openai.chat.completions.create(body).then(
+        (c) => c.choices[0]!.message.content,
+        () => null,
+      );
+    }
+    expect(answer).toBe('resent');
+    expect(rec.tries.length).toBeGreaterThanOrEqual(2);
+    expect(rec.tries.map((t) => t.retry)).toEqual(rec.tries.map(() => '0'));
+    const keys = new Set(rec.tries.map((t) => t.key));
+    expect(keys.size).toBe(1);
+    const jobs = await jobsWithKeys(keys);
+    expect(jobs).toHaveLength(1);
+    expect(server.primary.calls.filter((c) => c.jobId === jobs[0]!.id)).toHaveLength(1);
+
+    // Answered: the same body again is a new call, with a new key.
+    server.primary.setDefault({ reply: 'again' });
+    const again = await openai.chat.completions.create(body);
+    expect(again.choices[0]!.message.content).toBe('again');
+    expect(keys.has(rec.tries.at(-1)!.key)).toBe(false);
+  });
+
   it('a request that already has an Idempotency-Key keeps it; GETs get none', async () => {
     const rec = recorded(fetch);
     const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: TOKEN, fetch: intentFetch({ fetch: rec.spy }), maxRetries: 2 });

@@ -34,12 +34,18 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** Options of {@link startGateway}. */
+export interface StartGatewayOptions {
+  /** How long a gateway request waits for its job before `409 attempt_in_flight`. Default 5000. */
+  readonly chatMaxWaitMs?: number;
+}
+
 /**
  * Routes: `gpt` (openai), `claude` (anthropic), `gpt-then-claude` (failover
  * openai → anthropic), `claude-then-gpt` (anthropic first: skipped for
  * members it cannot express).
  */
-export async function startGateway(db: TestDatabase): Promise<Gateway> {
+export async function startGateway(db: TestDatabase, options: StartGatewayOptions = {}): Promise<Gateway> {
   const { store, cleanup } = await createTestStore(db);
   const [openaiFake, anthropicFake] = await Promise.all([startFakeProvider(), startFakeProvider()]);
   const config = defineConfig({
@@ -58,7 +64,7 @@ export async function startGateway(db: TestDatabase): Promise<Gateway> {
   const runtime: Runtime = await createRuntime({ config, store });
   const executor: Executor = runtime.createExecutor({ pollMs: 100, lateAnswerGraceMs: 500 });
   await executor.start();
-  const app: FastifyInstance = buildApp({ store, config, eligible: runtime.eligible, executor, waitRecheckMs: 200, chatCompletions: { maxWaitMs: 5_000, retryAfterMs: 100 } });
+  const app: FastifyInstance = buildApp({ store, config, eligible: runtime.eligible, executor, waitRecheckMs: 200, chatCompletions: { maxWaitMs: options.chatMaxWaitMs ?? 5_000, retryAfterMs: 100 } });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('no port');

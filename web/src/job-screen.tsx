@@ -120,6 +120,8 @@ export function JobScreen({ api, id, tick }: { api: Api; id: string; tick: numbe
   if (!j) return <section><h1 tabIndex={-1}>Job</h1><ErrorNote error={job.error} />{job.loading && <p aria-busy="true">Loading…</p>}</section>;
   const now = Date.now();
   const lost = j.attempts.filter((a) => a.id !== j.completed_by).reduce((s, a) => s + (a.cost_usd ?? 0), 0);
+  // A tool call through /mcp (CONTRACT §14): its arguments and result shown open.
+  const toolCall = j.route.startsWith('mcp:');
   return (
     <section aria-labelledby="job-title" data-job-state={j.state}>
       <p><a href="#/jobs">← Jobs</a></p>
@@ -180,14 +182,14 @@ export function JobScreen({ api, id, tick }: { api: Api; id: string; tick: numbe
         </table>
       </div>
       {j.result !== null && (
-        <details>
-          <summary>Result</summary>
+        <details open={toolCall}>
+          <summary>{toolCall ? 'Tool result' : 'Result'}</summary>
           <pre>{JSON.stringify(j.result, null, 2)}</pre>
         </details>
       )}
-      <details>
-        <summary>Input</summary>
-        <pre>{JSON.stringify(j.input, null, 2)}</pre>
+      <details open={toolCall}>
+        <summary>{toolCall ? `Tool call ${j.route.slice(4)}: arguments` : 'Input'}</summary>
+        <pre>{JSON.stringify(toolCall ? (j.input as { arguments?: unknown } | null)?.arguments ?? {} : j.input, null, 2)}</pre>
       </details>
 
       <h2>Event log</h2>

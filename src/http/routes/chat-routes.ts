@@ -12,11 +12,12 @@
 import type { FastifyInstance } from 'fastify';
 import { bearerSecurity, chatCompletionBody, createJobHeaders, errorResponses, type ChatCompletionBody } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
+import { gatewayBodyLimit } from '../body-limits.ts';
 import { chatCompletionOf } from '../chat-completion.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { defaultStreamHub, type StreamHub } from '../../executor/stream-hub.ts';
 import { streamJobResponse } from '../job-stream.ts';
-import { idempotencyKeyOf } from './job-routes.ts';
+import { creationKeyOf, IDEMPOTENCY_KEY_HEADER } from './job-routes.ts';
 
 /** Options of the chat completions endpoint. */
 export interface ChatRoutesOptions {
@@ -48,6 +49,8 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
   const retryAfterMs = options.retryAfterMs ?? DEFAULT_CHAT_RETRY_AFTER_MS;
 
   app.post<{ Body: ChatCompletionBody }>('/v1/chat/completions', {
+    // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
+    ...gatewayBodyLimit(ctx.config, '/v1/chat/completions'),
     schema: {
       tags: ['openai'],
       summary: 'Create a chat completion (OpenAI-compatible, idempotent)',
@@ -68,11 +71,12 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
       },
     },
     // The key is checked right after authentication, before the body is read (as for POST /v1/jobs).
-    onRequest: async (request) => {
-      idempotencyKeyOf(request);
+    onRequest: async (request, reply) => {
+      const key = creationKeyOf(request, ctx.config.keyless);
+      if (key.idempotencyKey !== undefined) reply.header(IDEMPOTENCY_KEY_HEADER, key.idempotencyKey);
     },
     handler: async (request, reply) => {
-      const idempotencyKey = idempotencyKeyOf(request);
+      const key = creationKeyOf(request, ctx.config.keyless);
       const body = request.body;
       const streaming = body.stream === true;
       if (body.n !== undefined && body.n !== 1) {
@@ -82,7 +86,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
       // A streaming job keeps `stream: true` in its input: the executor streams from the provider (CONTRACT §7).
       const input = streaming ? { ...rest, stream: true } : rest;
       // The whole body is fingerprinted: a replay must repeat it exactly (canonically), model and stream included.
-      const created = await createChatJob(ctx, request, reply, { endpoint: 'chat.completions', model: body.model, input, body, idempotencyKey });
+      const created = await createChatJob(ctx, request, reply, { endpoint: 'chat.completions', model: body.model, input, body, ...key });
       if (streaming) {
         const route = created.job.route;
         const contract = config.routes[route]?.contract ?? null;

@@ -5,11 +5,15 @@
  *
  * The feed tails the owner's event log by id: each log row is one SSE
  * message with that `id`, so a client that reconnects with `Last-Event-ID`
- * (or `?after=`) misses nothing that was committed. Reads are woken at once
- * by the store's job-change notices (changes made by this process), and
- * every `pollMs` otherwise (changes made by other processes). A change
- * notice itself is also sent, without an id, as `event: job_changed` (a new
- * job has no log row yet). Comment lines keep idle proxies from cutting it.
+ * (or `?after=`) misses nothing that was committed. All the feeds of one
+ * owner on this process share one source (one read of the log per wake-up,
+ * src/http/event-feed-hub.ts), woken at once by the store's job-change
+ * notices (changes made by this process) and every `eventFeeds.pollMs`
+ * otherwise (changes made by other processes); an owner may hold
+ * `eventFeeds.maxPerOwner` feeds open here (429 `too_many_requests` past
+ * it). A change notice itself is also sent, without an id, as `event:
+ * job_changed` (a new job has no log row yet). Comment lines keep idle
+ * proxies from cutting it.
  */
 import type { FastifyInstance } from 'fastify';
 import type { FromSchema } from 'json-schema-to-ts';
@@ -17,7 +21,7 @@ import { OnejobError } from '../../core/errors.ts';
 import type { JobEvent } from '../../core/types.ts';
 import { bearerSecurity, errorResponses, idParams, type IdParams } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
-import { coalescedRun } from '../job-watch.ts';
+import { EventFeedHub } from '../event-feed-hub.ts';
 import { writeSseHead } from '../sse.ts';
 import { requestOwner } from '../request-owner.ts';
 
@@ -51,7 +55,7 @@ type EventFeedQuery = FromSchema<typeof eventFeedQuery>;
 
 /** Options of {@link registerEventRoutes}. */
 export interface EventRoutesOptions {
-  /** Re-read interval of the feed (changes made by other processes). Default 2000 ms. */
+  /** Re-read interval of the feeds (changes made by other processes). Default `eventFeeds.pollMs` of the config (2000 ms). */
   readonly pollMs?: number;
   /** Keep-alive comment interval. Default 15 000 ms. */
   readonly keepAliveMs?: number;
@@ -59,8 +63,15 @@ export interface EventRoutesOptions {
 
 /** Registers the event routes. */
 export function registerEventRoutes(app: FastifyInstance, ctx: AppContext, options: EventRoutesOptions = {}): void {
-  const pollMs = options.pollMs ?? 2000;
   const keepAliveMs = options.keepAliveMs ?? 15_000;
+  // One source per owner for all of this process's feeds (src/http/event-feed-hub.ts).
+  const hub = new EventFeedHub({
+    store: ctx.store,
+    pollMs: options.pollMs ?? ctx.config.eventFeeds.pollMs,
+    maxPerOwner: ctx.config.eventFeeds.maxPerOwner,
+    onError: (error) => app.log.warn({ err: error }, 'event feed read failed; retrying on the next wake-up'),
+  });
+  app.addHook('onClose', async () => hub.close());
 
   app.get<{ Params: IdParams }>('/v1/jobs/:id/events', {
     schema: {
@@ -93,53 +104,67 @@ export function registerEventRoutes(app: FastifyInstance, ctx: AppContext, optio
     handler: async (request, reply) => {
       const owner = requestOwner(request);
       const store = ctx.store;
+      // The owner's shared source (429 past the cap), joined before anything is read or sent.
+      const feed = hub.open(owner);
       const lastHeader = request.headers['last-event-id'];
       const fromHeader = typeof lastHeader === 'string' && /^\d{1,15}$/.test(lastHeader) ? Number(lastHeader) : undefined;
-      let cursor = request.query.after ?? fromHeader ?? (await store.insights.lastEventId(owner));
+      const explicit = request.query.after ?? fromHeader;
+      /** The last event id this feed has written. */
+      let sent: number;
+      try {
+        sent = explicit ?? (await feed.sourceCursor());
+      } catch (error) {
+        feed.close();
+        throw error;
+      }
 
       reply.hijack();
       const res = reply.raw;
       writeSseHead(res, { 'x-request-id': request.id });
-      res.write(`retry: 2000\nevent: ready\ndata: ${JSON.stringify({ after: cursor })}\n\n`);
+      res.write(`retry: 2000\nevent: ready\ndata: ${JSON.stringify({ after: sent })}\n\n`);
 
       let closed = false;
-      const read = coalescedRun(async () => {
-        try {
-          let page: number;
-          do {
-            if (closed) return;
-            const events = await store.insights.eventsSince(owner, cursor, 200);
-            page = events.length;
-            for (const e of events) {
-              if (closed) return;
-              cursor = e.id;
-              res.write(`id: ${e.id}\nevent: job_event\ndata: ${JSON.stringify(eventBody(e))}\n\n`);
-            }
-          } while (page === 200);
-        } catch (error) {
-          request.log.warn({ err: error }, 'event feed read failed; retrying on the next wake-up');
+      const writeEvents = (events: readonly JobEvent[]): void => {
+        for (const e of events) {
+          if (closed) return;
+          if (e.id <= sent) continue;
+          sent = e.id;
+          res.write(`id: ${e.id}\nevent: job_event\ndata: ${JSON.stringify(eventBody(e))}\n\n`);
         }
-      });
-      const unsubscribe = store.onJobChanged((changedOwner, jobId, state) => {
-        if (changedOwner !== owner || closed) return;
-        res.write(`event: job_changed\ndata: ${JSON.stringify({ job_id: jobId, state: state ?? null })}\n\n`);
-        void read();
-      });
-      const poll = setInterval(() => void read(), pollMs);
+      };
       const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), keepAliveMs);
       const finish = (): void => {
         if (closed) return;
         closed = true;
-        clearInterval(poll);
         clearInterval(keepAlive);
-        unsubscribe();
+        feed.close();
         ctx.closing.removeEventListener('abort', finish);
         res.end();
       };
       res.on('close', finish);
       ctx.closing.addEventListener('abort', finish);
-      if (ctx.closing.aborted) finish();
-      await read();
+      if (ctx.closing.aborted) return finish();
+      // A feed that resumes behind the source catches up on its own reads, then follows the source
+      // (what the source handed it meanwhile was kept; ids already written are skipped).
+      if (explicit !== undefined) {
+        try {
+          let page: readonly JobEvent[];
+          do {
+            page = await store.insights.eventsSince(owner, sent, 200);
+            writeEvents(page);
+          } while (page.length === 200 && !closed);
+        } catch (error) {
+          // Without its backlog the feed would skip events: end it; the client reconnects with Last-Event-ID.
+          request.log.warn({ err: error }, 'event feed catch-up failed; ending the feed so that the client resumes');
+          return finish();
+        }
+      }
+      feed.start({
+        onEvents: writeEvents,
+        onChange: (jobId, state) => {
+          if (!closed) res.write(`event: job_changed\ndata: ${JSON.stringify({ job_id: jobId, state })}\n\n`);
+        },
+      });
     },
   });
 }

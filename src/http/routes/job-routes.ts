@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { OnejobError, isOnejobError } from '../../core/errors.ts';
 import { isJobTerminal } from '../../core/states.ts';
 import type { JobWithAttempts } from '../../core/types.ts';
+import type { KeylessConfig } from '../../config/config.ts';
 import { tracedCreateJob } from '../../tracing/tracing.ts';
 import { jobBody } from '../api-bodies.ts';
 import {
@@ -35,6 +36,32 @@ export function idempotencyKeyOf(request: FastifyRequest): string {
   }
   return key;
 }
+
+/**
+ * How a create names its job (CONTRACT §3, §12): the request's
+ * Idempotency-Key, or, when it sent none and keyless `fingerprint` mode is
+ * on, `keyless` (its fingerprint stands for the key; the store makes the
+ * new job's key).
+ */
+export type CreationKey =
+  | { readonly idempotencyKey: string; readonly keyless?: undefined }
+  | { readonly idempotencyKey?: undefined; readonly keyless: { readonly windowMs: number } };
+
+/**
+ * The {@link CreationKey} of a create request; checked before the body is
+ * read, as {@link idempotencyKeyOf} is.
+ *
+ * @throws OnejobError `idempotency_key_missing` (in `reject` mode) or `idempotency_key_invalid`.
+ * @example const key = creationKeyOf(request, config.keyless); // { idempotencyKey: 'k1' } or { keyless: { windowMs: 600000 } }
+ */
+export function creationKeyOf(request: FastifyRequest, keyless: KeylessConfig): CreationKey {
+  const raw = request.headers['idempotency-key'];
+  if ((raw === undefined || raw === '') && keyless.mode === 'fingerprint') return { keyless: { windowMs: keyless.windowMs } };
+  return { idempotencyKey: idempotencyKeyOf(request) };
+}
+
+/** The header every create answer carries: the key it used (CONTRACT §12), the one sent or the one a keyless create made or joined. */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
 function jobNotFound(id: string): OnejobError {
   return new OnejobError('job_not_found', `no job ${id}`, { details: { job_id: id } });
@@ -116,11 +143,13 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     // The key is checked right after authentication, before the body is read.
-    onRequest: async (request) => {
-      idempotencyKeyOf(request);
+    onRequest: async (request, reply) => {
+      const key = creationKeyOf(request, config.keyless);
+      if (key.idempotencyKey !== undefined) reply.header(IDEMPOTENCY_KEY_HEADER, key.idempotencyKey);
     },
     handler: async (request, reply) => {
-      const idempotencyKey = idempotencyKeyOf(request);
+      const key = creationKeyOf(request, config.keyless);
+      const idempotencyKey = key.idempotencyKey ?? null;
       const { route, input, metadata } = request.body;
       const routeConfig = Object.hasOwn(config.routes, route) ? config.routes[route] : undefined;
       if (routeConfig === undefined) {
@@ -128,7 +157,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
       }
       let result;
       try {
-        result = await tracedCreateJob(store, request.headers, { ownerId: requestWriter(request), idempotencyKey, route, input, metadata, providers: routeConfig.providers });
+        result = await tracedCreateJob(store, request.headers, { ownerId: requestWriter(request), ...key, route, input, metadata, providers: routeConfig.providers });
       } catch (error) {
         if (isOnejobError(error, 'idempotency_key_reused')) {
           metrics.conflicts.inc();
@@ -138,6 +167,7 @@ export function registerJobRoutes(app: FastifyInstance, ctx: AppContext): void {
       }
       const { job, created } = result;
       bindLog(request, reply, { job_id: job.id });
+      reply.header(IDEMPOTENCY_KEY_HEADER, job.idempotencyKey);
       if (created) {
         metrics.jobsCreated.inc({ route });
         request.log.info({ route }, 'job created');

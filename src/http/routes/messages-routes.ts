@@ -16,10 +16,11 @@ import type { FastifyInstance } from 'fastify';
 import { chatResultToMessagesResponse, messagesRequestToChatInput } from '../../protocols/anthropic-messages.ts';
 import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
+import { gatewayBodyLimit } from '../body-limits.ts';
 import { streamJobResponse } from '../job-stream.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { DEFAULT_CHAT_RETRY_AFTER_MS, type ChatRoutesOptions } from './chat-routes.ts';
-import { idempotencyKeyOf } from './job-routes.ts';
+import { creationKeyOf, IDEMPOTENCY_KEY_HEADER } from './job-routes.ts';
 
 /** The path of the endpoint (`x-api-key` is accepted as the credential here, CONTRACT §3). */
 export const MESSAGES_PATH = '/v1/messages';
@@ -97,6 +98,8 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
   const retryAfterMs = options.retryAfterMs ?? DEFAULT_CHAT_RETRY_AFTER_MS;
 
   app.post<{ Body: Record<string, unknown> }>(MESSAGES_PATH, {
+    // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
+    ...gatewayBodyLimit(ctx.config, MESSAGES_PATH),
     schema: {
       tags: ['anthropic'],
       summary: 'Create a message (Anthropic-compatible, idempotent)',
@@ -114,8 +117,9 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
         ...errorResponses,
       },
     },
-    onRequest: async (request) => {
-      idempotencyKeyOf(request);
+    onRequest: async (request, reply) => {
+      const key = creationKeyOf(request, ctx.config.keyless);
+      if (key.idempotencyKey !== undefined) reply.header(IDEMPOTENCY_KEY_HEADER, key.idempotencyKey);
     },
     // Anthropic's SDKs read `{type: "error", error: {type, message}}`: every problem of this route in that shape.
     onSend: async (_request, reply, payload) => {
@@ -130,13 +134,13 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
       }
     },
     handler: async (request, reply) => {
-      const idempotencyKey = idempotencyKeyOf(request);
+      const key = creationKeyOf(request, ctx.config.keyless);
       const body = request.body;
       const translated = messagesRequestToChatInput(body);
       if (!translated.ok) throw memberRejection(translated.member, translated.message);
       // A streaming job keeps `stream: true` in its input: the executor streams from the provider (CONTRACT §7).
       const input = translated.stream ? { ...(translated.input as Record<string, unknown>), stream: true } : translated.input;
-      const job = await createChatJob(ctx, request, reply, { endpoint: 'messages', model: translated.model, input, body, idempotencyKey });
+      const job = await createChatJob(ctx, request, reply, { endpoint: 'messages', model: translated.model, input, body, ...key });
       if (translated.stream) {
         const contract = ctx.config.routes[job.job.route]?.contract ?? null;
         const outputSchema = contract === null ? undefined : (ctx.config.contracts[contract] as { outputSchema?: unknown } | undefined)?.outputSchema;

@@ -35,12 +35,13 @@ import {
 import { ResponsesStreamEncoder, responsesSseEvent, type ResponsesSseEvent } from '../../protocols/openai-responses-stream.ts';
 import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
+import { gatewayBodyLimit } from '../body-limits.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
 import { streamJobResponse } from '../job-stream.ts';
 import { requestOwner, requestWriter } from '../request-owner.ts';
 import { writeSseHead } from '../sse.ts';
 import { DEFAULT_CHAT_RETRY_AFTER_MS, type ChatRoutesOptions } from './chat-routes.ts';
-import { idempotencyKeyOf } from './job-routes.ts';
+import { creationKeyOf, IDEMPOTENCY_KEY_HEADER } from './job-routes.ts';
 
 /** The path of the create endpoint. */
 export const RESPONSES_PATH = '/v1/responses';
@@ -169,6 +170,8 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
   const hub = options.streamHub ?? defaultStreamHub;
 
   app.post<{ Body: Record<string, unknown> }>(RESPONSES_PATH, {
+    // Images travel inline: the gateway's body limit (32 MiB by default), not the 1 MiB of /v1/jobs.
+    ...gatewayBodyLimit(ctx.config, RESPONSES_PATH),
     schema: {
       tags: ['openai'],
       summary: 'Create a response (OpenAI Responses API, idempotent)',
@@ -184,11 +187,12 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       body: responsesBody,
       response: { 200: responseSchema, ...errorResponses },
     },
-    onRequest: async (request) => {
-      idempotencyKeyOf(request);
+    onRequest: async (request, reply) => {
+      const key = creationKeyOf(request, ctx.config.keyless);
+      if (key.idempotencyKey !== undefined) reply.header(IDEMPOTENCY_KEY_HEADER, key.idempotencyKey);
     },
     handler: async (request, reply) => {
-      const idempotencyKey = idempotencyKeyOf(request);
+      const key = creationKeyOf(request, ctx.config.keyless);
       const body = request.body;
       const owner = requestWriter(request);
       let previous = null;
@@ -217,7 +221,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       if (!t.ok) throw memberRejection(t.member, t.message);
       // The fingerprint is the body's intent: createChatJob leaves stream, background and stream_options out (CONTRACT §13).
       const created = await createChatJob(ctx, request, reply, {
-        endpoint: 'responses', model: t.model, input: t.input, body, idempotencyKey, metadata: { [RESPONSES_RECORD_KEY]: t.record },
+        endpoint: 'responses', model: t.model, input: t.input, body, ...key, metadata: { [RESPONSES_RECORD_KEY]: t.record },
       });
       // A joined job answers with its own record (the first request's echo).
       const record = responsesRecordOf(created.job.metadata) ?? t.record;

@@ -199,6 +199,74 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
       });
     });
 
+    describe('callers without a key: keyless creation by fingerprint (CONTRACT §12)', () => {
+      const WINDOW_MS = 60_000;
+      const keyless = (input: unknown = { text: 'hello' }, owner = OWNER, on: JobStore = store) =>
+        on.createJob({ ownerId: owner, keyless: { windowMs: WINDOW_MS }, route: 'summarize', input, providers: CHAIN });
+
+      it('joins the undecided job of the same body; another body, owner or a keyed create is another job', async () => {
+        const a = await keyless();
+        expect(a.created).toBe(true);
+        expect(a.job.idempotencyKey).toMatch(/^keyless:[0-9a-f]{16}:/);
+        const b = await keyless(JSON.parse('{ "text" : "hello" }'));
+        expect(b).toMatchObject({ created: false, job: { id: a.job.id, idempotencyKey: a.job.idempotencyKey } });
+        expect((await keyless({ text: 'other' })).created).toBe(true);
+        expect((await keyless({ text: 'hello' }, 'bob')).created).toBe(true);
+        // A keyed create of the same body is its own intent: the fingerprint stands only for a missing key.
+        const keyed = await create('keyed-same-body', { text: 'hello' });
+        expect(keyed.created).toBe(true);
+        expect(keyed.job.id).not.toBe(a.job.id);
+        // The key a keyless job got is a key like any other: sending it is a keyed replay.
+        expect(await store.createJob({ ownerId: OWNER, idempotencyKey: a.job.idempotencyKey, route: 'summarize', input: { text: 'hello' }, providers: CHAIN }))
+          .toMatchObject({ created: false, job: { id: a.job.id } });
+      });
+
+      it('replays a finished job for windowMs after it finished (database clock), then starts a new job with a new key', async () => {
+        const a = await keyless();
+        clock.advance(5_000);
+        await store.cancelJob(OWNER, a.job.id);
+        clock.advance(WINDOW_MS - 1);
+        const replay = await keyless();
+        expect(replay).toMatchObject({ created: false, job: { id: a.job.id, state: 'cancelled' } });
+        clock.advance(2);
+        const fresh = await keyless();
+        expect(fresh.created).toBe(true);
+        expect(fresh.job.id).not.toBe(a.job.id);
+        expect(fresh.job.idempotencyKey).not.toBe(a.job.idempotencyKey);
+        // While the new one is undecided it is the one joined, not the old one.
+        expect((await keyless()).job.id).toBe(fresh.job.id);
+      });
+
+      it('the database allows one undecided job per (owner, fingerprint): an insert beside one writes nothing', async () => {
+        const a = await keyless();
+        const q = store.driver.queries;
+        const row = {
+          id: 'job_conformance_twin', ownerId: OWNER, idempotencyKey: 'keyless:twin', fingerprint: a.job.fingerprint, route: 'summarize',
+          input: { text: 'hello' }, metadata: null, providers: CHAIN, createdAt: clock.now(), keylessFingerprint: a.job.fingerprint,
+        };
+        expect(await q.jobInsertKeyless(row)).toBeNull();
+        await store.cancelJob(OWNER, a.job.id);
+        expect((await q.jobInsertKeyless(row))?.id).toBe('job_conformance_twin');
+      });
+
+      it(`concurrent keyless creates of one body from two stores make one job (${reps} repetitions)`, async () => {
+        if (!openAnother) throw new Error('createStore must offer openAnother(): a second store on the same database');
+        const other = await openAnother();
+        try {
+          for (let r = 0; r < reps; r++) {
+            const results = await Promise.all(Array.from({ length: 40 }, (_, i) => keyless({ storm: r }, OWNER, i % 2 === 0 ? store : other)));
+            expect(new Set(results.map((x) => x.job.id)).size).toBe(1);
+            expect(results.filter((x) => x.created)).toHaveLength(1);
+            expect(new Set(results.map((x) => x.job.idempotencyKey)).size).toBe(1);
+          }
+          const page = await other.listJobs({ ownerId: OWNER, limit: 200 });
+          expect(page.jobs).toHaveLength(reps);
+        } finally {
+          await other.close();
+        }
+      });
+    });
+
     describe('starting attempts (invariant 3)', () => {
       it('the executor starts the first attempt on the primary, leased at birth', async () => {
         const { job } = await create('first');

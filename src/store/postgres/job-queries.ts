@@ -5,7 +5,7 @@
  * per connection. Every statement filters by `owner_id` except the executor's
  * cross-owner queue scan.
  */
-import type { JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, JobStreamClaimParams } from '../driver.ts';
+import type { JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, JobStreamClaimParams, KeylessLookupParams } from '../driver.ts';
 import type { Job } from '../../core/types.ts';
 import { JOB_COLUMNS, jobFromRow, jsonParam, jsonValueParam, type JobRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
@@ -25,6 +25,23 @@ export const JOB_SQL = {
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, 0, '[]', $9, $9, $10)
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING ${JOB_COLUMNS}`,
+  },
+  insertKeyless: {
+    name: 'onejob_job_insert_keyless',
+    text: `INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
+                      state, version, attempt_count, skipped, created_at, updated_at, trace_context, keyless_fingerprint)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, 0, '[]', $9, $9, $10, $11)
+ON CONFLICT DO NOTHING
+RETURNING ${JOB_COLUMNS}`,
+  },
+  getByKeylessFingerprint: {
+    name: 'onejob_job_get_by_keyless_fingerprint',
+    // The undecided one first (at most one: the partial UNIQUE index), else the newest finished within the window.
+    text: `SELECT ${JOB_COLUMNS} FROM jobs
+WHERE owner_id = $1 AND keyless_fingerprint = $2
+  AND (state NOT IN ${TERMINAL} OR finished_at > COALESCE($4::timestamptz, clock_timestamp()) - $3 * interval '1 millisecond')
+ORDER BY finished_at DESC NULLS FIRST
+LIMIT 1`,
   },
   getByKey: {
     name: 'onejob_job_get_by_key',
@@ -121,6 +138,26 @@ export async function jobInsert(db: Queryable, row: JobInsertRow): Promise<Job |
       row.traceContext ?? null,
     ],
   });
+  const r = res.rows[0];
+  return r ? jobFromRow(r) : null;
+}
+
+/** See {@link DriverQueries.jobInsertKeyless}. */
+export async function jobInsertKeyless(db: Queryable, row: JobInsertRow & { readonly keylessFingerprint: string }): Promise<Job | null> {
+  const res = await db.query<JobRow>({
+    ...JOB_SQL.insertKeyless,
+    values: [
+      row.ownerId, row.id, row.idempotencyKey, row.fingerprint, row.route, jsonValueParam(row.input), jsonParam(row.metadata),
+      JSON.stringify(row.providers), row.createdAt, row.traceContext ?? null, row.keylessFingerprint,
+    ],
+  });
+  const r = res.rows[0];
+  return r ? jobFromRow(r) : null;
+}
+
+/** See {@link DriverQueries.jobGetByKeylessFingerprint}. */
+export async function jobGetByKeylessFingerprint(db: Queryable, p: KeylessLookupParams): Promise<Job | null> {
+  const res = await db.query<JobRow>({ ...JOB_SQL.getByKeylessFingerprint, values: [p.ownerId, p.fingerprint, p.windowMs, p.now] });
   const r = res.rows[0];
   return r ? jobFromRow(r) : null;
 }

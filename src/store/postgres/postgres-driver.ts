@@ -176,6 +176,8 @@ function queriesOn(db: Queryable): DriverQueries {
     attemptSettleWon: (params) => fast.attemptSettleWon(db, params),
     jobStates: (refs) => jobs.jobStates(db, refs),
     jobGetByKey: (ownerId, key) => jobs.jobGetByKey(db, ownerId, key),
+    jobInsertKeyless: (row) => jobs.jobInsertKeyless(db, row),
+    jobGetByKeylessFingerprint: (params) => jobs.jobGetByKeylessFingerprint(db, params),
     jobGet: (ownerId, id, forUpdate) => jobs.jobGet(db, ownerId, id, forUpdate),
     jobList: (params) => jobs.jobList(db, params),
     jobUpdateProgress: (params) => jobs.jobUpdateProgress(db, params),

@@ -6,6 +6,22 @@ VALUES (@ownerId, @id, @idempotencyKey, @fingerprint, @route, @input, @metadata,
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING *`;
 
+/** A keyless job (CONTRACT §12): any uniqueness conflict (the key, or an undecided job with this fingerprint) inserts nothing. */
+export const JOB_INSERT_KEYLESS = `
+INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, state, version, attempt_count, skipped, created_at, updated_at, trace_context, keyless_fingerprint)
+VALUES (@ownerId, @id, @idempotencyKey, @fingerprint, @route, @input, @metadata, @providers, @state, 0, @attemptCount, '[]', @createdAt, @createdAt, @traceContext, @keylessFingerprint)
+ON CONFLICT DO NOTHING
+RETURNING *`;
+
+/** The keyless job a request joins (undecided) or replays (finished within @windowMs of @now, or of the database's clock). */
+export const JOB_GET_BY_KEYLESS_FINGERPRINT = `
+SELECT * FROM jobs
+WHERE owner_id = @ownerId AND keyless_fingerprint = @fingerprint
+  AND (state NOT IN ('succeeded', 'failed', 'cancelled')
+       OR finished_at > COALESCE(@now, CAST(round(unixepoch('subsec') * 1000) AS INTEGER)) - @windowMs)
+ORDER BY finished_at IS NOT NULL, finished_at DESC
+LIMIT 1`;
+
 /**
  * The fast path's compare-and-swap (see `DriverQueries.attemptSettleWon`): run
  * only after `ATTEMPT_SETTLE_WON` applied in the same transaction, which

@@ -22,11 +22,15 @@
  * lock; a call that still finds it taken (`SQLITE_BUSY`) runs again, a
  * transaction as a whole.
  *
- * If the worker dies, every waiting and later call fails with
- * `database_unavailable` (the driver does not restart it).
+ * better-sqlite3 is an optional dependency (STYLE §18): only the worker
+ * loads it, so a PostgreSQL-only install (`npm install --omit=optional`)
+ * never needs it; opening a `sqlite:` database without it fails with one
+ * line that says so ({@link SQLITE_MODULE_MISSING}).
+ *
+ * If the worker dies, every waiting call fails with `database_unavailable`
+ * and the driver starts a new worker (see {@link SqliteDriver.liveness}).
  */
 import { Worker } from 'node:worker_threads';
-import Database from 'better-sqlite3';
 import { OnejobError } from '../../core/errors.ts';
 import type { AttemptState, JobState } from '../../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobEventType } from '../../core/types.ts';
@@ -102,6 +106,20 @@ const INSERT_PIPELINES = 1;
 
 const WORKER_URL = new URL('./sqlite-worker.mjs', import.meta.url);
 
+/** The one-line reason when a `sqlite:` URL is used and better-sqlite3 is not installed. */
+export const SQLITE_MODULE_MISSING =
+  'a sqlite: database needs the optional dependency better-sqlite3, which is not installed (npm install --omit=optional leaves it out): run `npm install better-sqlite3`, or use a postgres:// URL';
+
+/** Whether better-sqlite3 can be loaded from here (where the worker loads it); resolved, not loaded. */
+function sqliteModuleInstalled(): boolean {
+  try {
+    import.meta.resolve('better-sqlite3');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Opens a SQLite database file as a driver: starts its worker, which opens
  * the file and sets WAL, `synchronous = FULL`, foreign keys and the busy timeout.
@@ -110,6 +128,20 @@ const WORKER_URL = new URL('./sqlite-worker.mjs', import.meta.url);
  * @example const driver = await openSqliteDriver({ path: './onejob.db' });
  */
 export async function openSqliteDriver(options: SqliteDriverOptions): Promise<Driver> {
+  if (!sqliteModuleInstalled()) throw new OnejobError('config_invalid', SQLITE_MODULE_MISSING);
+  const spawn = async (): Promise<Worker> => {
+    try {
+      return await startWorker(options);
+    } catch (e) {
+      // One line: a native module that failed to load explains itself over many.
+      throw new OnejobError('database_unavailable', `cannot open SQLite database ${options.path}: ${(e as Error).message.split('\n')[0]}`, { cause: e });
+    }
+  };
+  return new SqliteDriver(await spawn(), spawn, options.path, { maxBusyAttempts: options.maxBusyAttempts ?? 4, maxQueued: options.maxQueued ?? 2_000 });
+}
+
+/** Starts a worker on the file and waits until it has opened it. */
+async function startWorker(options: SqliteDriverOptions): Promise<Worker> {
   // execArgv []: the worker is plain JavaScript and needs no loader (e.g. tsx) from the parent's flags.
   const worker = new Worker(WORKER_URL, { workerData: { path: options.path, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, execArgv: [] });
   let onMessage = (_m: { t: string; e?: ErrInfo }): void => undefined;
@@ -124,12 +156,24 @@ export async function openSqliteDriver(options: SqliteDriverOptions): Promise<Dr
     });
   } catch (e) {
     await worker.terminate();
-    throw new OnejobError('database_unavailable', `cannot open SQLite database ${options.path}: ${(e as Error).message}`, { cause: e });
+    throw e;
   } finally {
     // Only our own listeners: the Worker keeps internal ones (its port's referencing) that must stay.
     worker.off('message', onMessage).off('error', onError).off('exit', onExit);
   }
-  return new SqliteDriver(worker, options.path, { maxBusyAttempts: options.maxBusyAttempts ?? 4, maxQueued: options.maxQueued ?? 2_000 });
+  return worker;
+}
+
+/** How a driver's dead worker is started again: the first try at once, then with doubling pauses up to this. */
+const RESTART_MAX_PAUSE_MS = 5_000;
+/** Failed restarts in a row after which the driver says the process cannot serve (`/healthz` 503). */
+const RESTARTS_BEFORE_UNHEALTHY = 3;
+/** Deaths within a minute after which the driver says so too (a worker that dies again as soon as it starts). */
+const DEATHS_PER_MINUTE_UNHEALTHY = 5;
+
+/** The worker of a SQLite driver (tests and diagnostics: `terminate()` it to see the driver recover). */
+export function sqliteWorkerOf(driver: Driver): Worker | null {
+  return driver instanceof SqliteDriver ? driver.worker : null;
 }
 
 class SqliteDriver implements Driver {
@@ -137,8 +181,16 @@ class SqliteDriver implements Driver {
   readonly capabilities = { supportsSkipLocked: false, supportsListenNotify: false, supportsConcurrentWriters: false } as const;
   readonly queries: DriverQueries;
   readonly insights: InsightQueries;
-  readonly #worker: Worker;
+  #worker: Worker;
+  readonly #spawn: () => Promise<Worker>;
   readonly #path: string;
+  /** A new worker is being started after the last one died. */
+  #restarting = false;
+  /** Restarts that failed since the last worker that started. */
+  #failedRestarts = 0;
+  #lastRestartError: string | null = null;
+  /** When workers died (ms), the last minute's. */
+  #deaths: number[] = [];
   readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
   #nextId = 1;
   /** Set once the worker is gone (crashed or closed): every request fails with it. */
@@ -151,24 +203,94 @@ class SqliteDriver implements Driver {
   readonly #maxBusyAttempts: number;
   readonly #maxQueued: number;
 
-  constructor(worker: Worker, path: string, limits: { maxBusyAttempts: number; maxQueued: number }) {
+  constructor(worker: Worker, spawn: () => Promise<Worker>, path: string, limits: { maxBusyAttempts: number; maxQueued: number }) {
     this.#worker = worker;
+    this.#spawn = spawn;
     this.#path = path;
     this.#maxBusyAttempts = Math.max(1, limits.maxBusyAttempts);
     this.#maxQueued = Math.max(1, limits.maxQueued);
-    worker.on('message', (r: Reply) => this.#onReply(r));
-    worker.on('error', (e) => this.#fail(`the SQLite worker failed: ${e.message}`, e));
-    worker.on('messageerror', (e) => {
-      this.#fail(`a reply from the SQLite worker could not be read: ${e.message}`, e);
-      void worker.terminate();
-    });
-    worker.on('exit', (code) => this.#fail(`the SQLite worker exited (code ${code})`, undefined));
-    worker.unref(); // referenced only while a reply is awaited, like a socket with a request on it
+    this.#attach(worker);
     const auto = this.#makeQueries((k, s, p) => this.#whileBusy(() => this.#auto({ t: 'q', tx: 0, k, s, p })));
     // The autocommit writes that stand alone go through the group commit.
     this.queries = { ...auto, ...scriptedWrites(this.#grouped) };
     const exec = (k: Kind) => (sql: string, ...args: unknown[]) => this.#auto<never>({ t: 'q', tx: 0, k, s: sql, p: args });
     this.insights = sqliteInsightQueries({ all: exec('all'), get: exec('get') }, { job: toJob, event: toEvent });
+  }
+
+  /** The current worker. */
+  get worker(): Worker {
+    return this.#worker;
+  }
+
+  /** Listens to `worker`; events of a worker that is no longer the current one are ignored. */
+  #attach(worker: Worker): void {
+    const current = () => worker === this.#worker;
+    worker.on('message', (r: Reply) => current() && this.#onReply(r));
+    worker.on('error', (e) => current() && this.#died(`the SQLite worker failed: ${e.message}`, e));
+    worker.on('messageerror', (e) => {
+      if (!current()) return;
+      this.#died(`a reply from the SQLite worker could not be read: ${e.message}`, e);
+      void worker.terminate();
+    });
+    worker.on('exit', (code) => current() && this.#died(`the SQLite worker exited (code ${code})`, undefined));
+    worker.unref(); // referenced only while a reply is awaited, like a socket with a request on it
+  }
+
+  /** The worker died: fail what waits for it, and (unless closing) start a new one. */
+  #died(message: string, cause: unknown): void {
+    this.#fail(this.#closed ? message : `${message}; starting a new one`, cause);
+    if (this.#closed) return;
+    const now = Date.now();
+    this.#deaths = [...this.#deaths.filter((t) => now - t < 60_000), now];
+    void this.#restart();
+  }
+
+  /** Starts workers until one opens the file (pauses doubling up to {@link RESTART_MAX_PAUSE_MS}). */
+  async #restart(): Promise<void> {
+    if (this.#restarting) return;
+    this.#restarting = true;
+    let pauseMs = 100;
+    try {
+      while (!this.#closed) {
+        try {
+          const worker = await this.#spawn();
+          if (this.#closed) {
+            await worker.terminate();
+            return;
+          }
+          this.#worker = worker;
+          this.#attach(worker);
+          this.#dead = null;
+          this.#failedRestarts = 0;
+          this.#lastRestartError = null;
+          return;
+        } catch (e) {
+          this.#failedRestarts++;
+          this.#lastRestartError = (e as Error).message;
+          await new Promise((r) => setTimeout(r, pauseMs).unref());
+          pauseMs = Math.min(pauseMs * 2, RESTART_MAX_PAUSE_MS);
+        }
+      }
+    } finally {
+      this.#restarting = false;
+    }
+  }
+
+  /**
+   * Null while the driver can serve (its worker runs, or a new one is being
+   * started after a death); else why not: the worker died and
+   * {@link RESTARTS_BEFORE_UNHEALTHY} restarts in a row failed, or workers
+   * died {@link DEATHS_PER_MINUTE_UNHEALTHY} times within a minute.
+   */
+  liveness(): string | null {
+    if (this.#closed) return null;
+    if (this.#failedRestarts >= RESTARTS_BEFORE_UNHEALTHY) {
+      return `the SQLite worker died and ${this.#failedRestarts} restarts failed (last: ${this.#lastRestartError ?? 'unknown'})`;
+    }
+    const now = Date.now();
+    const recent = this.#deaths.filter((t) => now - t < 60_000).length;
+    if (recent >= DEATHS_PER_MINUTE_UNHEALTHY) return `the SQLite worker died ${recent} times in the last minute`;
+    return null;
   }
 
   /**
@@ -420,6 +542,8 @@ class SqliteDriver implements Driver {
       jobStates: async (refs) =>
         refs.length === 0 ? [] : (await all(J.JOB_STATES, { refs: json(refs.map((r) => [r.ownerId, r.jobId])) })).map((r) => ({ id: String(r.id), state: r.state as JobState })),
       jobGetByKey: async (ownerId, key) => mapOne(await get(J.JOB_GET_BY_KEY, ownerId, key), toJob),
+      jobGetByKeylessFingerprint: async (p) =>
+        mapOne(await get(J.JOB_GET_BY_KEYLESS_FINGERPRINT, { ownerId: p.ownerId, fingerprint: p.fingerprint, windowMs: p.windowMs, now: ms(p.now) }), toJob),
       jobGet: async (ownerId, id) => mapOne(await get(J.JOB_GET, ownerId, id), toJob),
       jobList: async (p: JobListParams) =>
         (await all(J.JOB_LIST, {
@@ -519,7 +643,7 @@ function stepApplied(result: unknown): boolean {
  */
 function scriptedWrites(
   script: (steps: ScriptStep[]) => Promise<unknown[]>,
-): Pick<DriverQueries, 'jobInsert' | 'jobInsertLeased' | 'attemptSettleWon' | 'jobStreamClaim' | 'attemptMarkRunning'> {
+): Pick<DriverQueries, 'jobInsert' | 'jobInsertKeyless' | 'jobInsertLeased' | 'attemptSettleWon' | 'jobStreamClaim' | 'attemptMarkRunning'> {
   return {
     jobStreamClaim: async (p: JobStreamClaimParams) => {
       const now = (p.now ?? new Date()).getTime();
@@ -544,6 +668,10 @@ function scriptedWrites(
     },
     jobInsert: async (r: JobInsertRow) => {
       const [job] = await script([{ k: 'get', s: J.JOB_INSERT, p: [jobInsertParams(r, 'queued')] }]);
+      return job ? toJob(job as Row) : null;
+    },
+    jobInsertKeyless: async (r) => {
+      const [job] = await script([{ k: 'get', s: J.JOB_INSERT_KEYLESS, p: [{ ...jobInsertParams(r, 'queued'), keylessFingerprint: r.keylessFingerprint }] }]);
       return job ? toJob(job as Row) : null;
     },
     jobInsertLeased: async (r: JobInsertRow, a: FirstAttemptRow) => {
@@ -600,9 +728,10 @@ function closedError(): OnejobError {
 
 /** An error reported by the worker, rebuilt on this thread (SQLite errors keep their class and `code`). */
 function toError(e: ErrInfo): Error {
-  if (e.code !== undefined && e.name === 'SqliteError') return new Database.SqliteError(e.message, e.code);
   const err = new Error(e.message);
   if (e.name !== 'Error') err.name = e.name;
+  // SQLite's result code (`SQLITE_BUSY`, …) as better-sqlite3's SqliteError carries it: errors are classified by it.
+  if (e.code !== undefined) Object.assign(err, { code: e.code });
   return err;
 }
 
