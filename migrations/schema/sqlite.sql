@@ -25,7 +25,7 @@ CREATE TABLE attempts (
   error            TEXT,
   lease_owner      TEXT,
   lease_token      TEXT,
-  lease_expires_at INTEGER, prompt_tokens INTEGER CHECK (prompt_tokens >= 0), completion_tokens INTEGER CHECK (completion_tokens >= 0 AND (completion_tokens IS NULL) = (prompt_tokens IS NULL)), total_tokens INTEGER CHECK (total_tokens >= 0 AND (total_tokens IS NULL) = (prompt_tokens IS NULL)), cost_micros INTEGER CHECK (cost_micros >= 0 AND (cost_micros IS NULL OR prompt_tokens IS NOT NULL)),
+  lease_expires_at INTEGER, prompt_tokens INTEGER CHECK (prompt_tokens >= 0), completion_tokens INTEGER CHECK (completion_tokens >= 0 AND (completion_tokens IS NULL) = (prompt_tokens IS NULL)), total_tokens INTEGER CHECK (total_tokens >= 0 AND (total_tokens IS NULL) = (prompt_tokens IS NULL)), cost_micros INTEGER CHECK (cost_micros >= 0 AND (cost_micros IS NULL OR prompt_tokens IS NOT NULL)), provider_request_id TEXT, resolved_by TEXT CHECK (resolved_by IN ('lookup', 'callback', 'policy', 'late_answer', 'operator')), unknown_at INTEGER, lookup_next_at INTEGER, lookup_last_at INTEGER, lookup_count INTEGER NOT NULL DEFAULT 0 CHECK (lookup_count >= 0), lookup_holder TEXT, lookup_lease_expires_at INTEGER CHECK ((lookup_holder IS NULL) = (lookup_lease_expires_at IS NULL)),
   PRIMARY KEY (owner_id, id),
   CONSTRAINT attempts_job_number_unique UNIQUE (owner_id, job_id, number),
   CONSTRAINT attempts_job_fk FOREIGN KEY (owner_id, job_id) REFERENCES jobs (owner_id, id),

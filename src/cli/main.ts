@@ -8,9 +8,11 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createCliLogger } from './cli-logger.ts';
+import { pino } from 'pino';
 import { LOOPBACK_HOST, loadConfig, type OnejobConfig } from '../config/config.ts';
 import { compileRouteContracts, RouteGates } from '../runtime/route-gates.ts';
 import { RetentionSweeper } from '../runtime/retention-sweeper.ts';
+import { createRuntime } from '../runtime/runtime.ts';
 import { OnejobError } from '../core/errors.ts';
 import { JOB_STATES, type JobState } from '../core/states.ts';
 import type { RecordedError } from '../core/types.ts';
@@ -354,6 +356,7 @@ Examples:
     .addOption(new Option('--state <state>', 'the definite outcome').choices(['succeeded', 'failed', 'cancelled']).makeOptionMandatory())
     .option('--result <json>', "with --state succeeded: the output (becomes the job's result exactly as given)", json('--result'))
     .option('--error <json>', 'with --state failed|cancelled: what went wrong ({"code","message"} or any JSON)', json('--error'))
+    .option('--reason <text>', "why (kept on the attempt's event beside resolved_by operator)")
     .option('--json', 'print the attempt and its job as the HTTP API does')
     .addHelpText(
       'after',
@@ -365,9 +368,9 @@ is certified for the route's contract (read from the config, as serve does).
 
 Examples:
   $ onejob attempts resolve att_0193… --state succeeded --result '{"summary":"…"}'
-  $ onejob attempts resolve att_0193… --owner alice --state failed --error '{"code":"refused","message":"checked the dashboard"}'`,
+  $ onejob attempts resolve att_0193… --owner alice --state failed --error '{"code":"refused","message":"checked the dashboard"}' --reason 'not in the provider console'`,
     )
-    .action(async (id: string, opts: { config?: string; owner?: string; state: 'succeeded' | 'failed' | 'cancelled'; result?: unknown; error?: unknown; json?: boolean }) => {
+    .action(async (id: string, opts: { config?: string; owner?: string; state: 'succeeded' | 'failed' | 'cancelled'; result?: unknown; error?: unknown; reason?: string; json?: boolean }) => {
       const hasResult = Object.hasOwn(opts, 'result');
       const hasError = Object.hasOwn(opts, 'error');
       let outcome: AttemptOutcome;
@@ -387,6 +390,7 @@ Examples:
         const job = await store.getJob(found.ownerId, found.jobId);
         const settled = await store.settleAttempt({
           ownerId: found.ownerId, attemptId: id, outcome, actor: 'cli', eligible: job ? gates.eligible(job.route) : undefined,
+          resolvedBy: 'operator', ...(opts.reason === undefined ? {} : { reason: opts.reason }),
         });
         if (opts.json) {
           io.stdout(JSON.stringify({ ...attemptBody(settled.attempt), job: jobBody(settled.job) }, null, 2));
@@ -400,6 +404,52 @@ Examples:
         }
         if (settled.failover) io.stdout(`next: attempt ${settled.failover.id} on ${settled.failover.provider} (${settled.failover.state})`);
         io.stdout(attemptTable(jobBody(settled.job).attempts));
+      });
+    });
+
+  attempts
+    .command('check')
+    .description('Ask the provider now what became of an attempt, and apply the answer (CONTRACT §11).')
+    .argument('<id>', 'attempt id (att_…)')
+    .addOption(configOption())
+    .option('-o, --owner <owner>', "only if this owner's (default: whoever owns it)")
+    .option('--json', 'print the attempt and its job as the HTTP API does')
+    .addHelpText(
+      'after',
+      `
+The provider's lookup is asked exactly as the reconciler asks it: an output
+goes through the job's compare-and-swap (superseded if another attempt won),
+a definite failure moves the job down its chain, "still running" changes
+nothing. Fails with lookup_unsupported for a provider without a lookup, and
+attempt_finished when the attempt is no longer in doubt. Nothing is sent to
+the provider again.
+
+Example:
+  $ onejob attempts check att_0193…`,
+    )
+    .action(async (id: string, opts: { config?: string; owner?: string; json?: boolean }) => {
+      await withStore(io, opts.config ?? program.opts().config, async (store, config) => {
+        const found = opts.owner === undefined ? await store.findAttempt(id) : await store.getAttempt(opts.owner, id);
+        if (found === null) throw new OnejobError('attempt_not_found', opts.owner === undefined ? `attempt ${id} not found` : `attempt ${id} not found for owner ${opts.owner}`);
+        const runtime = await createRuntime({ config, store, logger: pino({ level: 'silent' }) });
+        try {
+          const reconciler = runtime.createReconciler();
+          if (!reconciler.canLookUp(found.provider)) {
+            throw new OnejobError('lookup_unsupported', `provider ${found.provider} has no lookup: resolve the attempt instead (onejob attempts resolve)`, { details: { provider: found.provider } });
+          }
+          if (!['starting', 'running', 'unknown'].includes(found.state)) throw new OnejobError('attempt_finished', `attempt ${id} is already ${found.state}`);
+          const { answer, settled } = await reconciler.check(found);
+          const job = settled?.job ?? (await store.getJob(found.ownerId, found.jobId));
+          const after = settled?.attempt ?? job?.attempts.find((a) => a.id === id) ?? found;
+          if (opts.json) {
+            io.stdout(JSON.stringify({ ...attemptBody(after), job: job && jobBody(job), lookup: { outcome: answer.kind } }, null, 2));
+            return;
+          }
+          io.stdout(`${found.provider} says: ${answer.kind}${answer.kind === 'error' ? ` (${answer.message})` : ''}; attempt ${after.id} is ${after.state}${after.resolvedBy ? ` (resolved_by ${after.resolvedBy})` : ''}`);
+          if (job) io.stdout(attemptTable(jobBody(job).attempts));
+        } finally {
+          await runtime.close(0);
+        }
       });
     });
 

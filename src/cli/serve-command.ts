@@ -12,7 +12,7 @@ import { createApiTokenAuthenticator } from '../http/api-token-auth.ts';
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { OnejobConfig } from '../config/config.ts';
-import { createMetrics, type Metrics } from '../http/metrics.ts';
+import { countDoubtResolved, createMetrics, instrumentReconciler, storeMetricSources, type Metrics } from '../http/metrics.ts';
 import { buildApp } from '../http/build-app.ts';
 import { instrumentUsage } from '../http/usage-metrics.ts';
 import type { Executor } from '../executor/executor.ts';
@@ -45,10 +45,12 @@ export function instrumentExecutor(executor: Executor, metrics: Metrics): void {
   executor.events.on('attempt:dispatched', () => metrics.attempts.inc({ state: 'running' }));
   // attempts_in_doubt is not counted here: it is read from the database at scrape time.
   executor.events.on('attempt:unknown', () => metrics.attempts.inc({ state: 'unknown' }));
-  executor.events.on('attempt:settled', (_a, r) => {
+  executor.events.on('attempt:settled', (a, r) => {
     metrics.attempts.inc({ state: r.state });
     if (r.state === 'superseded') metrics.racesLost.inc();
+    countDoubtResolved(metrics, a);
   });
+  if (executor.reconciler) instrumentReconciler(executor.reconciler, metrics);
   executor.events.on('attempt:finished', (a, r) => metrics.providerLatency.observe({ provider: a.provider, outcome: r.outcome }, r.latencyMs / 1000));
   metrics.answersHeldSources.add(() => executor.answersHeld);
 }
@@ -94,10 +96,13 @@ export async function runServe(o: ServeOptions): Promise<void> {
     throw error;
   }
   if (Object.keys(o.config.apiKeys).length === 0) o.logger.warn('no API keys configured: every /v1/ request will be 401 (set apiKeys or ONEJOB_API_KEYS)');
-  const metrics = createMetrics({ countInDoubt: () => o.store.countAttemptsInDoubt() });
+  const metrics = createMetrics(storeMetricSources(o.store));
   // Created before the app: chat jobs run their first attempt on it at once (the fast path); started after listen.
   const executor = o.executor ? runtime.createExecutor({ leaseMs: o.leaseMs }) : undefined;
-  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor, mcp: runtime.mcp });
+  // `check` and signed callbacks ask and apply through a reconciler: the executor's, else one of the API's own (not started).
+  const reconciler = executor?.reconciler ?? runtime.createReconciler();
+  if (!executor?.reconciler) instrumentReconciler(reconciler, metrics);
+  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor, reconciler, mcp: runtime.mcp });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (error) {
@@ -200,7 +205,7 @@ export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<voi
   try {
     await migrate(o.store, o.logger);
     runtime = await createRuntime({ config: o.config, store: o.store, logger: o.logger });
-    const metrics = o.metricsPort === undefined ? undefined : createMetrics({ countInDoubt: () => o.store.countAttemptsInDoubt() });
+    const metrics = o.metricsPort === undefined ? undefined : createMetrics(storeMetricSources(o.store));
     if (metrics && o.metricsPort !== undefined) {
       const host = o.metricsHost ?? o.config.host;
       try {

@@ -180,6 +180,131 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/attempts/{id}/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A task service reports a task (signed callback)
+         * @description Authenticated by `Onejob-Signature: sha256=<hex HMAC-SHA256 of the body with the provider's callbackSecret>`, not by a token (a token does not replace it): 401 without a valid signature. The body is the task as the service answers it; it is applied exactly as a lookup would apply it (`succeeded` → output through the compare-and-swap, `failed`/`canceled` → failed, `starting`/`processing` → nothing).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description The attempt after the callback was applied. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Attempt"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/attempts/{id}/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask the provider now what became of an attempt
+         * @description Asks the attempt's provider (its lookup, CONTRACT §11) and applies the answer as the reconciler would: an output through the compare-and-swap (`superseded` if another attempt already won), a definite failure down the chain, "still running" changes nothing. An outcome found this way is `resolved_by: "lookup"`. 422 `lookup_unsupported` for a provider without a lookup; 409 `attempt_finished` when the attempt is no longer in doubt.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description The attempt after the answer was applied, with its job and what the provider said (`succeeded`, `failed`, `running`, `not_found`, `error`). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            job: components["schemas"]["Job"];
+                            lookup: {
+                                message?: string;
+                                /** @enum {string} */
+                                outcome: "succeeded" | "failed" | "running" | "not_found" | "error";
+                            };
+                        } & components["schemas"]["Attempt"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/attempts/{id}/resolve": {
         parameters: {
             query?: never;
@@ -1532,13 +1657,35 @@ export type components = {
              * @enum {string}
              */
             kind: "first" | "failover" | "hedge" | "manual";
+            /**
+             * Format: date-time
+             * @description When the provider was last asked about the attempt (lookups found nothing definite yet); null if never.
+             */
+            last_checked_at?: string | null;
+            /**
+             * Format: date-time
+             * @description While `unknown` on a provider that can be asked: when it is asked next (null: at the first pass, or it cannot be asked).
+             */
+            next_check_at?: string | null;
             /** @description 1, 2, … within the job. */
             number: number;
             provider: string;
+            /** @description The provider's own id of the request (a Responses `resp_…` id, a task id, else its `x-request-id` / `request-id` header), recorded as soon as the provider sent it; null until then. */
+            provider_request_id: string | null;
+            /**
+             * @description Who ended the doubt: `lookup` (the provider was asked), `callback` (a signed task callback), `policy` (`settleUnknownAfterMs`), `late_answer` (its own answer, after it was unknown), `operator` (resolve endpoint, CLI, dashboard). Null while undecided or when decided by its own answer.
+             * @enum {string|null}
+             */
+            resolved_by: "lookup" | "callback" | "policy" | "late_answer" | "operator" | null;
             /** Format: date-time */
             started_at: string;
             /** @enum {string} */
             state: "starting" | "running" | "succeeded" | "failed" | "cancelled" | "unknown" | "superseded";
+            /**
+             * Format: date-time
+             * @description When the attempt became `unknown`; null if it never was.
+             */
+            unknown_at?: string | null;
             /** @description The tokens the provider reported for this attempt, normalized across protocols; null when none came back. */
             usage?: {
                 completion_tokens: number;

@@ -22,7 +22,7 @@ import { RETRY_SCHEMA } from './retry-policy.ts';
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
 /** Provider types onejob knows how to call. Extend here when a new adapter lands. */
-export const PROVIDER_TYPES = ['openai', 'anthropic', 'fake'] as const;
+export const PROVIDER_TYPES = ['openai', 'anthropic', 'fake', 'task', 'openai-responses'] as const;
 /** A provider type. */
 export type ProviderType = (typeof PROVIDER_TYPES)[number];
 
@@ -436,7 +436,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
       type: p.type as ProviderType,
       baseUrl: (resolved.baseUrl as string | null) ?? undefined,
       apiKey: (resolved.apiKey as string | null | undefined) ?? null,
-      model: (resolved.model as string | null) ?? (p.type === 'fake' ? 'fake-model' : ''),
+      model: (resolved.model as string | null) ?? (p.type === 'fake' ? 'fake-model' : p.type === 'task' ? 'task' : ''),
       timeoutMs: (p.timeoutMs as number | undefined) ?? DEFAULT_TIMEOUT_MS,
       idleTimeoutMs: (p.idleTimeoutMs as number | undefined) ?? DEFAULT_IDLE_TIMEOUT_MS,
       maxDurationMs: (p.maxDurationMs as number | null | undefined) ?? null,

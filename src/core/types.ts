@@ -90,7 +90,38 @@ export interface Attempt {
   readonly usage: TokenUsage | null;
   /** What the attempt cost, in integer micro-dollars (see `core/usage.ts`), or null when unpriced or without usage. */
   readonly costMicros: number | null;
+  /**
+   * The provider's own id of the request (a Responses `resp_…` id, a task id,
+   * else its `x-request-id` / `request-id` header), recorded as soon as the
+   * provider sent it (CONTRACT §11); null until then.
+   */
+  readonly providerRequestId: string | null;
+  /** Who ended the attempt's doubt (CONTRACT §11); null while undecided or when decided by its own answer. */
+  readonly resolvedBy: ResolvedBy | null;
+  /** When the attempt last became `unknown`, or null. */
+  readonly unknownAt: Date | null;
+  /** When the reconciler asks the provider about it next (an `unknown` attempt on a provider with a lookup), or null. */
+  readonly lookupNextAt: Date | null;
+  /** When the reconciler last asked the provider about it, or null. */
+  readonly lookupLastAt: Date | null;
 }
+
+/** Who ended an attempt's doubt (CONTRACT §11). */
+export const ResolvedBy = {
+  /** The reconciler (or `POST /v1/attempts/{id}/check`) asked the provider and got a definite answer. */
+  Lookup: 'lookup',
+  /** A task service's signed callback (`POST /v1/attempts/{id}/callback`). */
+  Callback: 'callback',
+  /** `settleUnknownAfterMs` passed: failed with code `settled_by_policy`. */
+  Policy: 'policy',
+  /** The provider's own answer, arrived after the attempt was already `unknown`. */
+  LateAnswer: 'late_answer',
+  /** A person: the resolve endpoint, the CLI, the dashboard. */
+  Operator: 'operator',
+} as const;
+export type ResolvedBy = (typeof ResolvedBy)[keyof typeof ResolvedBy];
+/** Every {@link ResolvedBy}, in declaration order. */
+export const RESOLVED_BY: readonly ResolvedBy[] = Object.values(ResolvedBy);
 
 /** A job with its attempts, oldest first. */
 export interface JobWithAttempts extends Job {

@@ -72,6 +72,7 @@ import type { ClaimedAttempt, LeaseRequest, SettleAttemptResult, Store } from '.
 import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
 import { withAttemptSpan } from '../tracing/tracing.ts';
+import { Reconciler, type ReconcilerOptions } from './reconciler.ts';
 
 /** What a route means to the executor. */
 export interface ExecutorRoute {
@@ -153,6 +154,11 @@ export interface ExecutorOptions {
   readonly retry?: (provider: string) => RetryPolicy | null;
   /** Where streaming attempts publish their deltas (CONTRACT §7). Default: the process's {@link defaultStreamHub}. */
   readonly streamHub?: StreamHub;
+  /**
+   * The reconciler of this executor (CONTRACT §11): its timings, or false for
+   * none. Default: one, with {@link ReconcilerOptions}' defaults.
+   */
+  readonly reconciler?: Partial<Pick<ReconcilerOptions, 'everyMs' | 'firstCheckMs' | 'maxCheckMs' | 'batchSize' | 'askTimeoutMs'>> | false;
   readonly logger?: Logger;
 }
 
@@ -214,6 +220,8 @@ interface InFlight {
   cancelled: boolean;
   /** Another attempt decided the job: this one is stopped and recorded `superseded`. */
   superseded: boolean;
+  /** The provider's id of the request, once it sent one (CONTRACT §11). */
+  providerRequestId: string | null;
   /**
    * `performance.now()` before which the lease surely still holds: the send
    * time of the claim or of the last renewal that kept it, plus `leaseMs`
@@ -235,7 +243,9 @@ interface InFlight {
 export class Executor {
   readonly id: string;
   readonly events = new EventEmitter<ExecutorEvents>();
-  readonly #o: Required<Omit<ExecutorOptions, 'logger' | 'id'>> & { logger: Logger | undefined };
+  readonly #o: Required<Omit<ExecutorOptions, 'logger' | 'id' | 'reconciler'>> & { logger: Logger | undefined };
+  /** Asks providers about this database's attempts in doubt (null: turned off). */
+  readonly reconciler: Reconciler | null;
   readonly #inFlight = new Map<string, InFlight>();
   #running = false;
   #wakePending = false;
@@ -276,6 +286,10 @@ export class Executor {
       logger: options.logger?.child({ executor: this.id }),
     };
     this.events.on('error', (e) => this.#o.logger?.error({ err: e }, 'executor error'));
+    this.reconciler = options.reconciler === false ? null : new Reconciler({
+      store: this.#o.store, providers: this.#o.providers, holder: this.id, eligible: this.#o.eligible, checkOutput: this.#o.checkOutput,
+      pricing: this.#o.pricing, logger: options.logger, ...options.reconciler,
+    });
   }
 
   /** Attempts this executor is running now. */
@@ -302,6 +316,7 @@ export class Executor {
     // The poll keeps the process alive while the executor runs, as a listening server would.
     this.#timers.push(setInterval(() => this.wake(), this.#o.pollMs));
     this.#loop = this.#claimLoop();
+    this.reconciler?.start();
     this.#o.logger?.info({ lease_ms: this.#o.leaseMs, concurrency: this.#o.concurrency }, 'executor started');
   }
 
@@ -323,6 +338,7 @@ export class Executor {
     this.#timers = [];
     await this.#offWork?.();
     this.#offJob?.();
+    await this.reconciler?.stop();
     await this.#loop;
     const all = Promise.all([...this.#inFlight.values()].map((f) => f.done));
     const timer = new Promise<void>((r) => setTimeout(r, graceMs).unref());
@@ -441,7 +457,7 @@ export class Executor {
     let resolveDone!: () => void;
     const done = new Promise<void>((r) => (resolveDone = r));
     const f: InFlight = {
-      attempt: c.attempt, job: c.job, abort, leaseLost: false, leaseExpired: false, cancelled: false, superseded: false,
+      attempt: c.attempt, job: c.job, abort, leaseLost: false, leaseExpired: false, cancelled: false, superseded: false, providerRequestId: c.attempt.providerRequestId,
       leaseSureUntil: leasedAt + this.#o.leaseMs, done,
     };
     this.#inFlight.set(c.attempt.id, f);
@@ -595,6 +611,16 @@ export class Executor {
         markRunning();
       }
     };
+    // The provider's id of the request is recorded as soon as it arrives (CONTRACT §11): a lookup needs it.
+    const onProviderRequestId = (id: string) => {
+      if (f.providerRequestId === id) return;
+      f.providerRequestId = id;
+      log?.info({ provider_request_id: id }, 'provider request id');
+      if (answered || f.leaseLost) return;
+      runningWrite = runningWrite
+        .then(() => this.#o.store.recordProviderRequestId({ ...fence, providerRequestId: id }))
+        .catch((e) => this.events.emit('error', e));
+    };
     const request: ProviderRequest = {
       input: job.input as never,
       jobId: job.id,
@@ -602,10 +628,12 @@ export class Executor {
       attemptNumber: attempt.number,
       signal: f.abort.signal,
       onDispatched,
+      onProviderRequestId,
       onEvent,
     };
     const outcome = streaming ? await provider.stream(request, onDelta) : await provider.call(request);
     answered = true;
+    f.providerRequestId ??= providerRequestIdOf(outcome);
     await streamClaim;
     const stream = writer as StreamWriter | null;
     try {
@@ -636,6 +664,7 @@ export class Executor {
         this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
         return;
       }
+      if ((f.cancelled || f.superseded) && outcome.kind !== 'success') this.#stopUpstream(provider, f, log);
       if (f.cancelled && outcome.kind !== 'success') {
         await this.#settle(f, { state: 'cancelled', error: { code: 'cancelled', message: 'the job was cancelled' } }, log);
         stream?.end({ ok: false, error: { code: 'cancelled', message: 'the job was cancelled' } });
@@ -700,6 +729,7 @@ export class Executor {
         return this.#o.store.settleAttempt({
           ownerId: attempt.ownerId, attemptId: attempt.id, jobId: attempt.jobId, outcome,
           fence: { leaseOwner: this.id, leaseToken: attempt.leaseToken! },
+          ...(f.providerRequestId === null ? {} : { providerRequestId: f.providerRequestId }),
           eligible: this.#o.eligible(f.job.route),
           ...(retry === undefined ? {} : { retry }),
         });
@@ -709,7 +739,7 @@ export class Executor {
       if (outcome.state === 'succeeded' && !r.won) {
         log?.warn({ winner: r.job.completedBy, job_state: r.job.state }, 'race lost: attempt superseded, its result discarded');
       } else {
-        log?.info({ state: r.attempt.state, failover: r.failover?.provider ?? null, tries }, 'attempt settled');
+        log?.info({ state: r.attempt.state, failover: r.failover?.provider ?? null, tries, provider_request_id: f.providerRequestId, resolved_by: r.attempt.resolvedBy }, 'attempt settled');
       }
       this.events.emit('attempt:settled', r.attempt, { state: r.attempt.state, won: r.won, error: r.attempt.error ?? undefined });
       return r;
@@ -820,7 +850,10 @@ export class Executor {
   async #markUnknown(f: InFlight, reason: RecordedError, log: Logger | undefined): Promise<boolean> {
     if (f.leaseLost) return false;
     const ok = await this.#retrying(f, 'unknown', log, () =>
-      this.#o.store.markUnknown({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken!, reason }),
+      this.#o.store.markUnknown({
+        ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken!, reason,
+        ...(f.providerRequestId === null ? {} : { providerRequestId: f.providerRequestId }),
+      }),
     ).catch((e) => (this.events.emit('error', e), null));
     if (ok) {
       log?.warn({ reason: reason.code }, 'attempt in doubt: unknown');
@@ -886,6 +919,20 @@ export class Executor {
         await new Promise((r) => setTimeout(r, delayMs));
       }
     }
+  }
+
+  /**
+   * Asks the provider to stop work it may still do for a loser or a
+   * cancelled job's attempt (CONTRACT §11: `POST /responses/{id}/cancel`, a
+   * task's cancel), where its protocol can. Best effort, in the background.
+   */
+  #stopUpstream(provider: Provider, f: InFlight, log: Logger | undefined): void {
+    if (!provider.stopUpstream || f.providerRequestId === null) return;
+    const providerRequestId = f.providerRequestId;
+    void provider
+      .stopUpstream({ attemptId: f.attempt.id, providerRequestId, signal: AbortSignal.timeout(10_000) })
+      .then(() => log?.info({ provider_request_id: providerRequestId }, 'asked the provider to stop the request'))
+      .catch((e) => this.events.emit('error', e));
   }
 
   #loseLease(f: InFlight, log: Logger | undefined): void {
@@ -981,6 +1028,12 @@ export class Executor {
 /** Whether a job's input asks for a streamed answer (`stream: true`, CONTRACT §7). */
 export function isStreamingInput(input: unknown): boolean {
   return typeof input === 'object' && input !== null && (input as { stream?: unknown }).stream === true;
+}
+
+/** The provider's id of the request an outcome carries (a success's, or an error's `provider_request_id`), or null. */
+function providerRequestIdOf(outcome: ProviderOutcome): string | null {
+  if (outcome.kind === 'success') return outcome.providerRequestId ?? null;
+  return outcome.error.details.provider_request_id ?? null;
 }
 
 function toRecorded(e: { code: string; message: string; details?: unknown }): RecordedError {

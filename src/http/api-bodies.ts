@@ -25,6 +25,16 @@ export interface AttemptBody {
   error: RecordedError | null;
   usage: UsageBody | null;
   cost_usd: number | null;
+  /** The provider's own id of the request (CONTRACT §11), or null. */
+  provider_request_id: string | null;
+  /** Who ended the attempt's doubt (CONTRACT §11), or null. */
+  resolved_by: string | null;
+  /** When the attempt became `unknown`, or null. */
+  unknown_at: string | null;
+  /** When the provider was last asked about it, or null. */
+  last_checked_at: string | null;
+  /** When the provider is asked next (while in doubt on a provider that can be asked), or null. */
+  next_check_at: string | null;
 }
 
 /** A job as the API shows it. */
@@ -62,6 +72,11 @@ export function attemptBody(a: Attempt): AttemptBody {
     error: a.error,
     usage: a.usage ? { prompt_tokens: a.usage.promptTokens, completion_tokens: a.usage.completionTokens, total_tokens: a.usage.totalTokens } : null,
     cost_usd: microsToUsd(a.costMicros ?? null),
+    provider_request_id: a.providerRequestId,
+    resolved_by: a.resolvedBy,
+    unknown_at: a.unknownAt?.toISOString() ?? null,
+    last_checked_at: a.lookupLastAt?.toISOString() ?? null,
+    next_check_at: a.state === 'unknown' ? (a.lookupNextAt?.toISOString() ?? null) : null,
   };
 }
 

@@ -10,6 +10,7 @@
  */
 import type { FromSchema } from 'json-schema-to-ts';
 import { ATTEMPT_STATES, JOB_STATES } from '../core/states.ts';
+import { RESOLVED_BY } from '../core/types.ts';
 
 /** A recorded error, or null. */
 const nullableError = {
@@ -27,7 +28,7 @@ export const attemptSchema = {
   $id: 'Attempt',
   type: 'object',
   description: 'One try of a job on one provider.',
-  required: ['id', 'job_id', 'number', 'provider', 'kind', 'state', 'started_at', 'deadline_at', 'finished_at', 'error'],
+  required: ['id', 'job_id', 'number', 'provider', 'kind', 'state', 'started_at', 'deadline_at', 'finished_at', 'error', 'provider_request_id', 'resolved_by'],
   properties: {
     id: { type: 'string', examples: ['att_0193…'] },
     job_id: { type: 'string' },
@@ -46,6 +47,18 @@ export const attemptSchema = {
       properties: { prompt_tokens: { type: 'integer' }, completion_tokens: { type: 'integer' }, total_tokens: { type: 'integer' } },
     },
     cost_usd: { type: ['number', 'null'], description: "What the attempt cost in USD at its provider's `pricing` (stored as integer micro-dollars); null when unpriced or without usage." },
+    provider_request_id: {
+      type: ['string', 'null'],
+      description: "The provider's own id of the request (a Responses `resp_…` id, a task id, else its `x-request-id` / `request-id` header), recorded as soon as the provider sent it; null until then.",
+    },
+    resolved_by: {
+      type: ['string', 'null'],
+      enum: [...RESOLVED_BY, null],
+      description: 'Who ended the doubt: `lookup` (the provider was asked), `callback` (a signed task callback), `policy` (`settleUnknownAfterMs`), `late_answer` (its own answer, after it was unknown), `operator` (resolve endpoint, CLI, dashboard). Null while undecided or when decided by its own answer.',
+    },
+    unknown_at: { ...nullableTimestamp, description: 'When the attempt became `unknown`; null if it never was.' },
+    last_checked_at: { ...nullableTimestamp, description: 'When the provider was last asked about the attempt (lookups found nothing definite yet); null if never.' },
+    next_check_at: { ...nullableTimestamp, description: 'While `unknown` on a provider that can be asked: when it is asked next (null: at the first pass, or it cannot be asked).' },
   },
 } as const;
 

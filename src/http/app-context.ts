@@ -10,6 +10,7 @@ import type { ClaimedAttempt, Store } from '../store/store.ts';
 import type { NewWorkLease } from '../executor/executor.ts';
 import type { JobWatch } from './job-watch.ts';
 import type { Metrics } from './metrics.ts';
+import type { Reconciler } from '../executor/reconciler.ts';
 
 /**
  * The executor of this process, as the gateway's fast path sees it: a lease
@@ -37,6 +38,12 @@ export interface AppContext {
   readonly jobs: JobWatch;
   /** The executor of this process, when it runs one: gateway jobs run their first attempt here at once. */
   readonly inline: InlineRunner | null;
+  /**
+   * Asks providers about attempts in doubt on request (`POST
+   * /v1/attempts/{id}/check`) and applies signed callbacks (CONTRACT §11);
+   * null when this app was given no providers.
+   */
+  readonly reconciler: Reconciler | null;
 }
 
 /**

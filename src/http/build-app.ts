@@ -25,10 +25,12 @@ import { createApiTokenAuthenticator } from './api-token-auth.ts';
 import type { AppContext, InlineRunner } from './app-context.ts';
 import { JobWatch } from './job-watch.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
+import { createMetrics, storeMetricSources, type Metrics } from './metrics.ts';
 import { toProblem } from './problem-details.ts';
 import { registerServerTiming } from './server-timing.ts';
 import { registerAttemptRoutes } from './routes/attempt-routes.ts';
+import { registerCallbackRoutes, SIGNED_PATHS } from './routes/callback-routes.ts';
+import type { Reconciler } from '../executor/reconciler.ts';
 import { registerChatRoutes, type ChatRoutesOptions } from './routes/chat-routes.ts';
 import { MESSAGES_PATH, registerMessagesRoutes } from './routes/messages-routes.ts';
 import { registerResponsesRoutes } from './routes/responses-routes.ts';
@@ -69,6 +71,13 @@ export interface BuildAppOptions {
   readonly executor?: InlineRunner | undefined;
   /** `POST /v1/chat/completions`: its longest wait and its `Retry-After` (see {@link ChatRoutesOptions}). */
   readonly chatCompletions?: ChatRoutesOptions | undefined;
+  /**
+   * Asks providers about attempts in doubt for `POST /v1/attempts/{id}/check`
+   * and applies the task callbacks of `POST /v1/attempts/{id}/callback`
+   * (CONTRACT §11; not started here: the executors' reconcilers read the
+   * queue). Default: none (check answers `lookup_unsupported`, callbacks 401).
+   */
+  readonly reconciler?: Reconciler | undefined;
   /**
    * The upstream MCP servers `/mcp` offers the tools of (CONTRACT §14): the
    * runtime's `mcp`. Default: none (`/mcp` lists no tools).
@@ -149,13 +158,14 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   const ctx: AppContext = {
     store,
     config,
-    metrics: options.metrics ?? createMetrics({ countInDoubt: () => options.store.countAttemptsInDoubt() }),
+    metrics: options.metrics ?? createMetrics(storeMetricSources(options.store)),
     clock: options.clock ?? systemClock,
     waitRecheckMs: options.waitRecheckMs ?? 1000,
     closing: closing.signal,
     eligible: options.eligible ?? (() => everyProviderEligible),
     jobs: new JobWatch({ store, recheckMs: options.waitRecheckMs ?? 1000 }),
     inline: options.executor ?? null,
+    reconciler: options.reconciler ?? null,
   };
   const authenticate = createApiTokenAuthenticator(config.apiKeys);
 
@@ -301,6 +311,14 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
       const urls = Array.isArray(route.url) ? route.url : [route.url];
       for (const url of urls) if (!isV1Path(url)) throw new Error(`route ${url} is registered in the authenticated /v1/ scope but is not a /v1/ path`);
     });
+  });
+  // The one /v1/ route that authenticates by signature, not by token (CONTRACT §11): its own scope and hook.
+  app.register(async (signed) => {
+    signed.addHook('onRoute', (route) => {
+      const urls = Array.isArray(route.url) ? route.url : [route.url];
+      for (const url of urls) if (!SIGNED_PATHS.has(url)) throw new Error(`route ${url} is registered in the signature-authenticated scope but is not one of its routes`);
+    });
+    registerCallbackRoutes(signed, ctx);
   });
   // The MCP gateway (CONTRACT §14): not under /v1/, behind the same authentication hook in a scope of its own.
   app.register(async (mcp) => {

@@ -9,6 +9,9 @@
  * never a counter kept in one process's memory.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Reconciler } from '../executor/reconciler.ts';
+import type { Store } from '../store/store.ts';
+import type { Attempt } from '../core/types.ts';
 
 /** The metrics of one process. Names are prefixed `onejob_`. */
 export interface Metrics {
@@ -54,6 +57,18 @@ export interface Metrics {
   readonly answersHeld: Gauge;
   /** Where `onejob_answers_held` is summed from (an executor's `answersHeld`). */
   readonly answersHeldSources: Set<() => number>;
+  /**
+   * `onejob_oldest_doubt_age_seconds`: how long the oldest attempt now in
+   * doubt has been `unknown`, read from the database at scrape time (0 when
+   * none is). CONTRACT §11.
+   */
+  readonly oldestDoubtAge: Gauge;
+  /** `onejob_lookups_total{provider,outcome}`: questions to providers about attempts in doubt, by answer (`succeeded`, `failed`, `running`, `not_found`, `error`). */
+  readonly lookups: Counter<'provider' | 'outcome'>;
+  /** `onejob_doubt_resolved_total{resolved_by}`: attempts whose doubt ended, by who ended it (`lookup`, `callback`, `policy`, `late_answer`, `operator`). */
+  readonly doubtResolved: Counter<'resolved_by'>;
+  /** `onejob_doubt_resolution_seconds{resolved_by}`: time from `unknown` to the end of the doubt. */
+  readonly doubtResolution: Histogram<'resolved_by'>;
 }
 
 /** Options of {@link createMetrics}. */
@@ -66,6 +81,8 @@ export interface CreateMetricsOptions {
    * down) the gauge keeps its last value and `onejob_metrics_source_errors_total` counts it.
    */
   readonly countInDoubt?: (() => Promise<number>) | undefined;
+  /** Where `onejob_oldest_doubt_age_seconds` comes from: when the oldest attempt in doubt became unknown, and the database's now. */
+  readonly oldestDoubt?: (() => Promise<{ readonly since: Date | null; readonly now: Date }>) | undefined;
 }
 
 /**
@@ -79,6 +96,7 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
   const registers = [registry];
   const countInDoubt = options.countInDoubt;
   const answersHeldSources = new Set<() => number>();
+  const oldestDoubt = options.oldestDoubt;
   const sourceErrors = new Counter({ name: 'onejob_metrics_source_errors_total', help: 'Scrapes at which a gauge read from the database could not be refreshed (it kept its last value).', registers });
   return {
     registry,
@@ -124,6 +142,29 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
       },
     }),
     answersHeldSources,
+    oldestDoubtAge: new Gauge({
+      name: 'onejob_oldest_doubt_age_seconds',
+      help: 'How long the oldest attempt now in doubt has been unknown (0 when none is), read from the database at scrape time.',
+      registers,
+      async collect() {
+        if (!oldestDoubt) return;
+        try {
+          const { since, now } = await oldestDoubt();
+          this.set(since === null ? 0 : Math.max(0, (now.getTime() - since.getTime()) / 1000));
+        } catch {
+          sourceErrors.inc();
+        }
+      },
+    }),
+    lookups: new Counter({ name: 'onejob_lookups_total', help: 'Questions to providers about attempts in doubt, by answer.', labelNames: ['provider', 'outcome'], registers }),
+    doubtResolved: new Counter({ name: 'onejob_doubt_resolved_total', help: 'Attempts whose doubt ended, by who ended it.', labelNames: ['resolved_by'], registers }),
+    doubtResolution: new Histogram({
+      name: 'onejob_doubt_resolution_seconds',
+      help: 'Time from unknown to the end of the doubt.',
+      labelNames: ['resolved_by'],
+      buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600, 14400, 86400],
+      registers,
+    }),
     providerLatency: new Histogram({
       name: 'onejob_provider_latency_seconds',
       help: 'Time from dispatch to a definite provider answer.',
@@ -132,4 +173,40 @@ export function createMetrics(options: CreateMetricsOptions = {}): Metrics {
       registers,
     }),
   };
+}
+
+/**
+ * The gauges a store answers at scrape time: attempts in doubt, and the age
+ * of the oldest doubt (CONTRACT §11).
+ *
+ * @example createMetrics(storeMetricSources(store))
+ */
+export function storeMetricSources(store: Pick<Store, 'countAttemptsInDoubt' | 'oldestUnknownAt' | 'databaseNow'>): CreateMetricsOptions {
+  return {
+    countInDoubt: () => store.countAttemptsInDoubt(),
+    oldestDoubt: async () => ({ since: await store.oldestUnknownAt(), now: await store.databaseNow() }),
+  };
+}
+
+/** Counts a reconciler's lookups and the doubt it ends (CONTRACT §11). */
+export function instrumentReconciler(reconciler: Reconciler, metrics: Metrics): void {
+  reconciler.events.on('lookup', (attempt, outcome) => metrics.lookups.inc({ provider: attempt.provider, outcome }));
+  reconciler.events.on('resolved', (attempt, r) => {
+    metrics.attempts.inc({ state: attempt.state });
+    metrics.doubtResolved.inc({ resolved_by: r.resolvedBy });
+    if (r.doubtMs !== null) metrics.doubtResolution.observe({ resolved_by: r.resolvedBy }, r.doubtMs / 1000);
+  });
+}
+
+/**
+ * Counts an attempt whose doubt was ended by an answer outside the
+ * reconciler (a resolve, a late answer): by its `resolved_by`, and how long
+ * it had been unknown. Nothing for an attempt decided by its own answer.
+ */
+export function countDoubtResolved(metrics: Metrics, attempt: Pick<Attempt, 'resolvedBy' | 'unknownAt' | 'finishedAt'>): void {
+  if (attempt.resolvedBy === null) return;
+  metrics.doubtResolved.inc({ resolved_by: attempt.resolvedBy });
+  if (attempt.unknownAt !== null && attempt.finishedAt !== null) {
+    metrics.doubtResolution.observe({ resolved_by: attempt.resolvedBy }, Math.max(0, attempt.finishedAt.getTime() - attempt.unknownAt.getTime()) / 1000);
+  }
 }

@@ -7,6 +7,8 @@ import { OnejobError } from '../core/errors.ts';
 import { AnthropicProvider } from './anthropic/anthropic-provider.ts';
 import { FakeProviderAdapter } from './fake/fake-provider-adapter.ts';
 import { OpenAIProvider } from './openai/openai-provider.ts';
+import { TaskProvider } from './task/task-provider.ts';
+import { OpenAIResponsesProvider } from './openai-responses/openai-responses-provider.ts';
 import type { Provider, ProviderConfig } from './provider.ts';
 import { parseFakeScript } from './fake/fake-behaviour.ts';
 
@@ -39,6 +41,10 @@ export function createProvider(name: string, config: ProviderConfig, options: Cr
       return new AnthropicProvider(name, config, options);
     case 'fake':
       return new FakeProviderAdapter(name, config, options);
+    case 'task':
+      return new TaskProvider(name, config, options);
+    case 'openai-responses':
+      return new OpenAIResponsesProvider(name, config, options);
   }
 }
 
@@ -55,18 +61,18 @@ export function providerConfigProblems(name: string, config: unknown): string[] 
   const c = config as Record<string, unknown>;
   const problems: string[] = [];
   const type = c.type;
-  if (type !== 'openai' && type !== 'anthropic' && type !== 'fake') {
-    return [`${at('type')}: must be "openai", "anthropic" or "fake" (got ${JSON.stringify(type)})`];
+  if (type !== 'openai' && type !== 'anthropic' && type !== 'fake' && type !== 'task' && type !== 'openai-responses') {
+    return [`${at('type')}: must be "openai", "anthropic", "fake", "task" or "openai-responses" (got ${JSON.stringify(type)})`];
   }
   const baseUrlRequired = type !== 'fake';
   if (c.baseUrl !== undefined || baseUrlRequired) {
     if (!isHttpUrl(c.baseUrl)) problems.push(`${at('baseUrl')}: must be an http(s) URL`);
   }
-  if (c.model !== undefined || type !== 'fake') {
+  if (c.model !== undefined || (type !== 'fake' && type !== 'task')) {
     if (typeof c.model !== 'string' || c.model === '') problems.push(`${at('model')}: must be a non-empty string`);
   }
   if (c.apiKey !== undefined && c.apiKey !== null && typeof c.apiKey !== 'string') problems.push(`${at('apiKey')}: must be a string or null`);
-  for (const field of ['timeoutMs', 'idleTimeoutMs', 'maxDurationMs', 'contextWindow', 'maxOutputTokens']) {
+  for (const field of ['timeoutMs', 'idleTimeoutMs', 'maxDurationMs', 'contextWindow', 'maxOutputTokens', 'settleUnknownAfterMs', 'pollIntervalMs']) {
     const v = c[field];
     if (v !== undefined && v !== null && (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)) {
       problems.push(`${at(field)}: must be a positive integer`);
@@ -77,6 +83,19 @@ export function providerConfigProblems(name: string, config: unknown): string[] 
     else {
       for (const [k, v] of Object.entries(c.headers)) if (typeof v !== 'string') problems.push(`${at(`headers.${k}`)}: must be a string`);
     }
+  }
+  if (c.lookup !== undefined && c.lookup !== null) {
+    if (type !== 'openai') problems.push(`${at('lookup')}: only for type "openai"`);
+    else if (c.lookup !== 'stored-completions') problems.push(`${at('lookup')}: must be "stored-completions" or null`);
+  }
+  if (c.settleUnknownAfterMs !== undefined && c.settleUnknownAfterMs !== null && (c.maxDurationMs === undefined || c.maxDurationMs === null)) {
+    problems.push(`${at('settleUnknownAfterMs')}: needs maxDurationMs (the provider's promise that bounds every request)`);
+  } else if (typeof c.settleUnknownAfterMs === 'number' && typeof c.maxDurationMs === 'number' && c.settleUnknownAfterMs < c.maxDurationMs) {
+    problems.push(`${at('settleUnknownAfterMs')}: must be at least maxDurationMs (${c.maxDurationMs}): earlier, the request may still be running`);
+  }
+  if (c.callbackSecret !== undefined && c.callbackSecret !== null) {
+    if (type !== 'task') problems.push(`${at('callbackSecret')}: only for type "task"`);
+    else if (typeof c.callbackSecret !== 'string' || c.callbackSecret.length < 16) problems.push(`${at('callbackSecret')}: must be a string of at least 16 characters`);
   }
   if (type === 'fake') {
     if (c.protocol !== undefined && c.protocol !== 'openai' && c.protocol !== 'anthropic') problems.push(`${at('protocol')}: must be "openai" or "anthropic"`);

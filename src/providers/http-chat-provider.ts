@@ -57,7 +57,7 @@ export interface WireProtocol {
   /** Members of a (valid) input this protocol cannot express. */
   unsupportedMembers(input: ChatRequest): string[];
   /** The wire body for a valid chat request, or why it cannot be sent. */
-  body(input: ChatRequest, config: HttpProviderConfig, stream: boolean): { readonly body: object } | { readonly error: string };
+  body(input: ChatRequest, config: HttpProviderConfig, stream: boolean, attempt: { readonly attemptId: string }): { readonly body: object } | { readonly error: string };
   /** A whole 2xx body as the deltas it would have streamed, or why it is not an answer. */
   completionDeltas(body: unknown): readonly ChatDelta[] | { readonly malformed: string };
   /** A decoder for one SSE stream. */
@@ -106,7 +106,7 @@ export class HttpChatProvider implements Provider {
   }
 
   async call(request: ProviderRequest): Promise<ProviderOutcome> {
-    const built = this.#build(request.input, false);
+    const built = this.#build(request, false);
     if ('outcome' in built) return built.outcome;
     const startedMs = performance.now();
     const exchange = await postJson(this.#dispatcher, {
@@ -121,7 +121,7 @@ export class HttpChatProvider implements Provider {
   }
 
   async stream(request: ProviderRequest, onDelta: ChatDeltaListener): Promise<ProviderOutcome> {
-    const built = this.#build(request.input, true);
+    const built = this.#build(request, true);
     if ('outcome' in built) return built.outcome;
     const acc = new CompletionAccumulator();
     const emit = (delta: ChatDelta) => {
@@ -143,6 +143,15 @@ export class HttpChatProvider implements Provider {
       signal: request.signal,
       onDispatched: request.onDispatched,
       onBody: (_status, headers) => {
+        // A stream may run long: its id is worth recording before the answer (CONTRACT §11).
+        const requestId = firstHeader(headers, 'x-request-id') ?? firstHeader(headers, 'request-id');
+        if (requestId !== undefined) {
+          try {
+            request.onProviderRequestId?.(requestId);
+          } catch {
+            // The listener's failure is the caller's business.
+          }
+        }
         if (!isEventStream(headers)) return null; // a server that ignored stream: true: read the whole answer
         state.streamed = true;
         const text = new TextDecoder('utf-8');
@@ -174,7 +183,25 @@ export class HttpChatProvider implements Provider {
     if (this.#ownsDispatcher) await this.#dispatcher.destroy();
   }
 
-  #build(input: ChatRequest, stream: boolean): { body: object } | { outcome: ProviderOutcome } {
+  /** A GET with this provider's auth and configured headers (lookups): how far it got. */
+  protected getExchange(url: URL, signal: AbortSignal): Promise<HttpExchange> {
+    return postJson(this.#dispatcher, {
+      url, method: 'GET', body: null, signal,
+      headers: mergeHeaders(
+        { accept: 'application/json', 'user-agent': ONEJOB_USER_AGENT, ...this.#protocol.headers },
+        this.#config.apiKey ? this.#protocol.authHeaders(this.#config.apiKey) : undefined,
+        this.#config.headers,
+      ),
+    });
+  }
+
+  /** A whole answer body of this protocol as a normalized completion, or why it is not one. */
+  protected completionOf(body: unknown): NormalizedCompletion | { readonly malformed: string } {
+    return this.#parser()(body);
+  }
+
+  #build(request: ProviderRequest, stream: boolean): { body: object } | { outcome: ProviderOutcome } {
+    const input = request.input;
     const invalid = invalidChatRequestReason(input);
     const unsupported = invalid === null ? this.#protocol.unsupportedMembers(input) : [];
     const built =
@@ -182,7 +209,7 @@ export class HttpChatProvider implements Provider {
         ? { error: invalid }
         : unsupported.length > 0
           ? { error: `the ${this.type} protocol cannot express ${unsupported.map((m) => `"${m}"`).join(', ')} (skip this provider: unsupported:${unsupported[0]})` }
-          : this.#protocol.body(input, this.#config, stream);
+          : this.#protocol.body(input, this.#config, stream, request);
     if ('error' in built) {
       return { outcome: failure('invalid_input', `${this.name}: ${built.error}`, { provider: this.name, phase: 'before_send' }) };
     }

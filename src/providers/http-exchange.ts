@@ -52,6 +52,8 @@ export interface PostJsonParams {
   readonly url: URL;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: unknown;
+  /** `GET` sends no body (a lookup); default `POST`. */
+  readonly method?: 'POST' | 'GET' | undefined;
   readonly signal: AbortSignal;
   /** Called once, right after the request has been written (on a microtask after undici's `onRequestStart`). */
   readonly onDispatched?: (() => void) | undefined;
@@ -116,7 +118,8 @@ const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 export function postJson(dispatcher: Dispatcher, params: PostJsonParams): Promise<HttpExchange> {
   const { signal } = params;
   if (signal.aborted) return Promise.resolve({ kind: 'not_sent', aborted: true, cause: signal.reason });
-  const payload = Buffer.from(JSON.stringify(params.body), 'utf8');
+  const method = params.method ?? 'POST';
+  const payload = method === 'GET' ? null : Buffer.from(JSON.stringify(params.body), 'utf8');
   const maxBytes = params.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
 
   return new Promise<HttpExchange>((resolve) => {
@@ -220,8 +223,8 @@ export function postJson(dispatcher: Dispatcher, params: PostJsonParams): Promis
         {
           origin: params.url.origin,
           path: `${params.url.pathname}${params.url.search}`,
-          method: 'POST',
-          headers: { ...params.headers, 'content-type': 'application/json' },
+          method,
+          headers: payload === null ? { ...params.headers } : { ...params.headers, 'content-type': 'application/json' },
           body: payload,
           // Kept alive (no `reset`); never pipelined behind another request (`idempotent: false`).
           idempotent: false,

@@ -12,6 +12,10 @@ export const ProviderType = {
   Anthropic: 'anthropic',
   /** onejob's fake provider (embedded or external), for demos and tests. */
   Fake: 'fake',
+  /** Long-running work behind a prediction-style API: POST `{baseUrl}`, GET/cancel the task (CONTRACT §11). */
+  Task: 'task',
+  /** The OpenAI Responses API in background mode: POST `{baseUrl}/responses`, GET/cancel the response (CONTRACT §11). */
+  OpenAIResponses: 'openai-responses',
   /** One tool of an upstream MCP server (`mcpServers`, CONTRACT §14): built by the gateway, never configured under `providers`. */
   Mcp: 'mcp',
 } as const;
@@ -48,6 +52,13 @@ export interface ProviderConfigBase {
   readonly contextWindow?: number | undefined;
   /** The most output tokens to ask for when the input names none (Anthropic requires a value; default 4096 there). */
   readonly maxOutputTokens?: number | undefined;
+  /**
+   * Opt-in, never a default (CONTRACT §11): an attempt still `unknown` this
+   * many ms after its start is resolved `failed` with code
+   * `settled_by_policy`. Only for providers that do nothing but compute and
+   * whose `maxDurationMs` bounds every request.
+   */
+  readonly settleUnknownAfterMs?: number | null | undefined;
 }
 
 /**
@@ -67,5 +78,54 @@ export interface HttpProviderConfig extends ProviderConfigBase {
   readonly apiKey?: string | null | undefined;
   /** The model name sent to the provider. */
   readonly model: string;
+  /**
+   * `openai` only: how an attempt in doubt is looked up (CONTRACT §11).
+   * `"stored-completions"`: requests carry `store: true` and
+   * `metadata.onejob_attempt_id`, and the lookup lists
+   * `GET {baseUrl}/chat/completions?metadata[onejob_attempt_id]=<id>`.
+   * Default: none.
+   */
+  readonly lookup?: 'stored-completions' | null | undefined;
+}
+
+/**
+ * The OpenAI Responses API upstream, in background mode (CONTRACT §11).
+ *
+ * @example { type: 'openai-responses', baseUrl: 'https://api.openai.com/v1', apiKey: 'env:OPENAI_API_KEY', model: 'gpt-4.1-mini', maxDurationMs: 600000 }
+ */
+export interface OpenAIResponsesProviderConfig extends ProviderConfigBase {
+  readonly type: 'openai-responses';
+  /** The API root that `/responses` is appended to. */
+  readonly baseUrl: string;
+  readonly apiKey?: string | null | undefined;
+  readonly model: string;
+  /** How often a background response is polled while its attempt waits, in ms. Default 1000. */
+  readonly pollIntervalMs?: number | undefined;
+}
+
+/**
+ * A prediction-style task service (CONTRACT §11): `POST {baseUrl}` with
+ * `{"input"}` and `Idempotency-Key: <attempt id>`, then `GET urls.get`
+ * (default `{baseUrl}/{id}`) until the task ends, `POST urls.cancel`
+ * (default `{baseUrl}/{id}/cancel`) to stop it.
+ *
+ * @example { type: 'task', baseUrl: 'http://127.0.0.1:4100/tasks', callbackSecret: 'env:TASK_SECRET', maxDurationMs: 600000 }
+ */
+export interface TaskProviderConfig extends ProviderConfigBase {
+  readonly type: 'task';
+  /** The collection URL tasks are created at. */
+  readonly baseUrl: string;
+  /** Sent as `Authorization: Bearer <apiKey>` when set. */
+  readonly apiKey?: string | null | undefined;
+  /** A label for the result's `model` (default `"task"`). */
+  readonly model?: string | undefined;
+  /** How often a running task is polled while its attempt waits, in ms. Default 1000. */
+  readonly pollIntervalMs?: number | undefined;
+  /**
+   * The key of the signed callback (`POST /v1/attempts/{id}/callback`,
+   * `Onejob-Signature: sha256=<hex HMAC-SHA256 of the body>`). Without it the
+   * provider's callbacks are refused (401).
+   */
+  readonly callbackSecret?: string | null | undefined;
 }
 

@@ -8,7 +8,7 @@
  * deadline. See `docs/providers.md` for the classification table.
  */
 import type { FakeProviderConfig } from './fake/fake-provider-config.ts';
-import type { HttpProviderConfig, ProviderType } from './provider-config.ts';
+import type { HttpProviderConfig, OpenAIResponsesProviderConfig, ProviderType, TaskProviderConfig } from './provider-config.ts';
 import type {
   OpenAIChatRequestBody,
   OpenAIChoiceLogprobs,
@@ -21,7 +21,7 @@ import type {
 export * from './provider-config.ts';
 
 /** A provider's configuration (CONTRACT §4), by type. */
-export type ProviderConfig = HttpProviderConfig | FakeProviderConfig;
+export type ProviderConfig = HttpProviderConfig | FakeProviderConfig | TaskProviderConfig | OpenAIResponsesProviderConfig;
 
 /** One content part of a user message (OpenAI's shape: `text`, `image_url`, `input_audio`, `file`). */
 export type ChatContentPart = OpenAIContentPart;
@@ -72,12 +72,70 @@ export interface ProviderRequest {
    */
   readonly onDispatched?: (() => void) | undefined;
   /**
+   * Called as soon as the provider has sent its own id of the request (a
+   * Responses `resp_…` id, a task id, else its `x-request-id` /
+   * `request-id` header), at most once per id (CONTRACT §11). Exceptions it
+   * throws are ignored.
+   */
+  readonly onProviderRequestId?: ((id: string) => void) | undefined;
+  /**
    * Streaming: called on every event the provider's stream delivers (a
    * delta, a ping, the terminator), as a sign of life for the caller's
    * `idleTimeoutMs`. Optional: a caller also counts each delta. Exceptions it
    * throws are ignored.
    */
   readonly onEvent?: (() => void) | undefined;
+}
+
+/**
+ * One question to a provider about an attempt in doubt (CONTRACT §11): what
+ * became of the request onejob sent for `attemptId`?
+ */
+export interface LookupRequest {
+  readonly attemptId: string;
+  readonly jobId: string;
+  readonly attemptNumber: number;
+  /** The job's input (what was sent). */
+  readonly input: unknown;
+  /** The provider's id of the request, when it was recorded. */
+  readonly providerRequestId: string | null;
+  /** When the attempt started (`maxDurationMs` counts from here). */
+  readonly startedAt: Date;
+  /** Now, on the database's clock (the same clock `startedAt` was written with). */
+  readonly now: Date;
+  /** Bounds the question (the reconciler's own timeout). */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * What a provider said about an attempt in doubt, in the words the
+ * reconciler applies (CONTRACT §11):
+ *
+ * - `succeeded`: the provider has the output; applied through the job's
+ *   compare-and-swap (it may be `superseded`).
+ * - `failed`: definite failure (the provider says it failed or was
+ *   cancelled, or it has no record of it although `maxDurationMs` has
+ *   passed: code `not_found_at_provider`); the job moves down its chain.
+ * - `running`: still being worked on; ask again later.
+ * - `not_found`: no record yet, and not long enough to say it never will be.
+ * - `error`: the question could not be asked or answered (connection,
+ *   5xx, no id to ask about); ask again later.
+ */
+export type LookupAnswer =
+  | { readonly kind: 'succeeded'; readonly completion: NormalizedCompletion; readonly raw: unknown; readonly providerRequestId?: string | undefined }
+  | { readonly kind: 'failed'; readonly error: { readonly code: string; readonly message: string; readonly details?: unknown } }
+  | { readonly kind: 'running' }
+  | { readonly kind: 'not_found' }
+  | { readonly kind: 'error'; readonly message: string };
+
+/** The kind of a {@link LookupAnswer}: the `outcome` label of the lookups metric. */
+export type LookupAnswerKind = LookupAnswer['kind'];
+
+/** A request to stop work a provider may still be doing for an attempt (a loser, a cancelled job). */
+export interface StopRequest {
+  readonly attemptId: string;
+  readonly providerRequestId: string | null;
+  readonly signal: AbortSignal;
 }
 
 /** Token counts, OpenAI-style. */
@@ -162,6 +220,8 @@ export const ProviderErrorCode = {
   ProviderRejected: 'provider_rejected',
   /** Failure: a stream's provider reported an error in the stream (an `error` event) after a 2xx (CONTRACT §7: the attempt is `failed`). */
   ProviderStreamError: 'provider_stream_error',
+  /** Failure: the provider ran the request and reports that it failed or was cancelled (a task's `failed`/`canceled`, a response's `failed`/`cancelled`/`incomplete`). */
+  ProviderTaskFailed: 'provider_task_failed',
   /** Ambiguous: the caller's signal fired after the request was written. */
   AbortedAfterSend: 'aborted_after_send',
   /** Ambiguous: the connection broke after the request was written (reset, closed, truncated body). */
@@ -264,6 +324,7 @@ export const FAILURE_CODES: ReadonlySet<ProviderErrorCode> = new Set<ProviderErr
   'provider_overloaded',
   'provider_rejected',
   'provider_stream_error',
+  'provider_task_failed',
 ]);
 
 /** Codes that mean "maybe executed". */
@@ -326,6 +387,26 @@ export interface Provider {
    * @example anthropicProvider.unsupportedMembers({ messages, logprobs: true, n: 2 }) // ['logprobs', 'n']
    */
   unsupportedMembers(input: ChatRequest): string[];
+  /**
+   * Asks the provider what became of an attempt's request (CONTRACT §11).
+   * Present only on providers whose protocol can say (`openai-responses`,
+   * `openai` with `lookup: "stored-completions"`, `task`); the reconciler
+   * asks every `unknown` attempt of such a provider, and never sends the
+   * work again. Never rejects.
+   */
+  lookup?(request: LookupRequest): Promise<LookupAnswer>;
+  /**
+   * Asks the provider to stop work it may still be doing for an attempt (a
+   * loser, an attempt of a cancelled job), where its protocol can. Best
+   * effort; never rejects.
+   */
+  stopUpstream?(request: StopRequest): Promise<void>;
+  /**
+   * `settleUnknownAfterMs` (CONTRACT §11, opt-in): an attempt still
+   * `unknown` this long after its start is resolved `failed` with code
+   * `settled_by_policy`. Null: never (the default).
+   */
+  readonly settleUnknownAfterMs?: number | null;
   /** Releases connections (and stops an embedded fake server). Calls in flight end as aborted. */
   close(): Promise<void>;
 }

@@ -18,6 +18,7 @@ import { compileRouteContracts, RouteGates } from './route-gates.ts';
 import { checkOutput } from '../contracts/check-output.ts';
 import type { CompiledContract } from '../contracts/compile-contract.ts';
 import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
+import { Reconciler, type ReconcilerOptions } from '../executor/reconciler.ts';
 import { createProvider } from '../providers/create-provider.ts';
 import { tracedProvider, tracedStore } from '../tracing/tracing.ts';
 import type { ChatRequest, Provider, ProviderConfig } from '../providers/provider.ts';
@@ -136,6 +137,23 @@ export class Runtime {
     });
     this.#executors.push(executor);
     return executor;
+  }
+
+  /**
+   * A reconciler wired to this runtime (CONTRACT §11), not started: the
+   * HTTP app's `POST /v1/attempts/{id}/check` and signed callbacks use one.
+   * Every executor runs its own (see {@link Executor.reconciler}).
+   */
+  createReconciler(options: Partial<ReconcilerOptions> = {}): Reconciler {
+    return new Reconciler({
+      store: tracedStore(this.store),
+      providers: this.providers,
+      eligible: this.eligible,
+      checkOutput: this.checkOutput,
+      pricing: pricingOf(this.config),
+      logger: this.#logger,
+      ...options,
+    });
   }
 
   /** Stops the retention sweep, the executors it created, and the providers' connections. */

@@ -20,7 +20,7 @@
  *   (`attemptCountInDoubt`, `jobListAll`, `jobGetAnyOwner`,
  *   `attemptGetAnyOwner`, `retentionDeleteBatch`), which span owners by design.
  */
-import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, SkippedProvider } from '../core/types.ts';
+import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, ResolvedBy, SkippedProvider } from '../core/types.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { InsightQueries } from './insight-queries.ts';
@@ -88,6 +88,8 @@ export interface SettleWonParams {
   readonly actor: string;
   /** Stands in for the database's clock (tests); null: the database's own. */
   readonly now: Date | null;
+  /** The provider's id of the request, when it sent one (kept when absent). */
+  readonly providerRequestId?: string | null | undefined;
 }
 
 /** Parameters of {@link DriverQueries.jobGetByKeylessFingerprint}. */
@@ -225,6 +227,14 @@ export interface AttemptUpdateParams {
     readonly usage?: TokenUsage | null;
     /** The cost in integer micro-dollars. */
     readonly costMicros?: number | null;
+    /** The provider's id of the request (CONTRACT §11). */
+    readonly providerRequestId?: string | null;
+    /** Who ended the attempt's doubt (CONTRACT §11). */
+    readonly resolvedBy?: ResolvedBy | null;
+    /** When the attempt became `unknown` (set with `state: 'unknown'`). */
+    readonly unknownAt?: Date | null;
+    /** When the reconciler asks about it next. */
+    readonly lookupNextAt?: Date | null;
   };
 }
 
@@ -253,6 +263,41 @@ export interface LeaseExtendParams {
   readonly leaseExpiresAt: Date;
   /** Only leases still valid at this time are extended. */
   readonly now: Date;
+}
+
+/**
+ * Parameters of {@link DriverQueries.attemptClaimLookups}: lease `unknown`
+ * attempts of the given providers that are due to be asked (their
+ * `lookup_next_at`, else `firstCheckMs` after `unknown_at`), most overdue
+ * first, to one asker (`FOR UPDATE SKIP LOCKED` where supported).
+ */
+export interface LookupClaimParams {
+  readonly holder: string;
+  readonly providers: readonly string[];
+  readonly limit: number;
+  /** The lookup lease runs until now + this. */
+  readonly leaseMs: number;
+  /** The first ask, this long after the attempt became unknown. */
+  readonly firstCheckMs: number;
+  /** Stands in for the database's clock (tests); null: the database's own. */
+  readonly now: Date | null;
+}
+
+/**
+ * Parameters of {@link DriverQueries.attemptDeferLookup}: the ask found
+ * nothing definite; release the lookup lease, record the ask, and schedule
+ * the next one after `min(backoffMaxMs, backoffBaseMs × 2^asks so far)`.
+ * Applies only while `holder` holds the lookup lease and the attempt is
+ * still `unknown`.
+ */
+export interface LookupDeferParams {
+  readonly ownerId: string;
+  readonly id: string;
+  readonly holder: string;
+  readonly backoffBaseMs: number;
+  readonly backoffMaxMs: number;
+  /** Stands in for the database's clock (tests); null: the database's own. */
+  readonly now: Date | null;
 }
 
 /** A new event row (the id is assigned by the database). */
@@ -400,6 +445,15 @@ export interface DriverQueries {
    * primary key, which starts with `provider`).
    */
   certificationVerdicts(providers: readonly string[]): Promise<CertificationVerdict[]>;
+
+  // ---- the reconciler (CONTRACT §11, cross-owner by design) ------------------
+
+  /** Leases attempts in doubt that are due to be asked; returns them. See {@link LookupClaimParams}. */
+  attemptClaimLookups(params: LookupClaimParams): Promise<Attempt[]>;
+  /** Records an ask that found nothing definite and schedules the next. See {@link LookupDeferParams}. */
+  attemptDeferLookup(params: LookupDeferParams): Promise<boolean>;
+  /** When the oldest attempt now in doubt became `unknown` (its start, if older rows lack it), or null when none is. */
+  attemptOldestUnknownAt(): Promise<Date | null>;
 
   // ---- operations and administration (cross-owner by design) ----------------
 

@@ -20,7 +20,7 @@ import {
   planNextProvider,
 } from '../core/job-rules.ts';
 import { isAttemptActive, isJobTerminal, type AttemptState, type JobState } from '../core/states.ts';
-import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, SkippedProvider } from '../core/types.ts';
+import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, ResolvedBy, SkippedProvider } from '../core/types.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import { Insights, type RecordLateUsageParams } from './insights.ts';
 import { withAttempts } from './with-attempts.ts';
@@ -30,7 +30,9 @@ import type { EligibilityCheck } from '../core/job-rules.ts';
 import type {
   AttemptOutcome,
   CancelJobOptions,
+  ClaimLookupsParams,
   ClaimedAttempt,
+  DeferLookupParams,
   ClaimWorkParams,
   CreateJobParams,
   CreateJobResult,
@@ -321,7 +323,7 @@ export class JobStore implements Store {
       const won = await this.#driver.queries.attemptSettleWon({
         ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, leaseOwner: p.fence.leaseOwner, leaseToken: p.fence.leaseToken,
         result: p.outcome.result, ...meteredSet(p.outcome), actor: p.actor ?? `executor:${p.fence.leaseOwner}`,
-        now: this.#clockStandIn(),
+        now: this.#clockStandIn(), providerRequestId: p.providerRequestId ?? null,
       });
       if (won) {
         const job = { ...won.job, attempts: [won.attempt] };
@@ -348,8 +350,16 @@ export class JobStore implements Store {
       }
       const fence = p.fence ? { ...p.fence, now: held ? now : null } : undefined;
       const actor = p.actor ?? (p.fence ? `executor:${p.fence.leaseOwner}` : 'api');
-      const who = p.reason === undefined ? { actor } : { actor, reason: p.reason };
-      const metered = meteredSet(p.outcome);
+      // Who ended the doubt (CONTRACT §11): as given, else a late answer when the attempt was already unknown.
+      const resolvedBy = p.resolvedBy ?? (attempt.state === 'unknown' ? 'late_answer' : null);
+      const who: Record<string, unknown> = { actor };
+      if (p.reason !== undefined) who.reason = p.reason;
+      if (resolvedBy !== null) who.resolved_by = resolvedBy;
+      const metered = {
+        ...meteredSet(p.outcome),
+        ...(resolvedBy === null ? {} : { resolvedBy }),
+        ...(p.providerRequestId ? { providerRequestId: p.providerRequestId } : {}),
+      };
       const events: EventInsertRow[] = [];
       let won = false;
       let failover: Attempt | null = null;
@@ -492,7 +502,7 @@ export class JobStore implements Store {
     return this.#driver.queries.attemptMarkRunning({ ...p, now: this.#clockStandIn() });
   }
 
-  async markUnknown(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean> {
+  async markUnknown(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError; providerRequestId?: string | undefined }): Promise<boolean> {
     const result = await this.#driver.transaction(async (q) => {
       const found = await q.attemptGet(p.ownerId, p.attemptId);
       if (!found) return null;
@@ -501,7 +511,7 @@ export class JobStore implements Store {
       const ok = await q.attemptUpdate({
         ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting', 'running'],
         fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
-        set: { state: 'unknown', error: p.reason },
+        set: { state: 'unknown', error: p.reason, unknownAt: now, lookupNextAt: null, ...(p.providerRequestId ? { providerRequestId: p.providerRequestId } : {}) },
       });
       if (!ok) return null;
       await this.#afterInDoubt(q, job, now);
@@ -576,7 +586,7 @@ export class JobStore implements Store {
           events.push(event(locked, a.id, state === 'cancelled' ? 'attempt.cancelled' : 'attempt.superseded', at, { actor: 'rescuer', error }));
         } else {
           const reason: RecordedError = { code: 'lease_expired', message: `${whose} while the attempt was ${a.state}` };
-          const ok = await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: [a.state], set: { state: 'unknown', error: reason, releaseLease: true } });
+          const ok = await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: [a.state], set: { state: 'unknown', error: reason, releaseLease: true, unknownAt: at, lookupNextAt: null } });
           if (!ok) return null;
           await this.#afterInDoubt(q, locked, at);
           events.push(event(locked, a.id, 'attempt.unknown', at, { reason }));
@@ -590,6 +600,37 @@ export class JobStore implements Store {
       }
     }
     return rescued;
+  }
+
+  async recordProviderRequestId(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; providerRequestId: string }): Promise<boolean> {
+    if (!isPlausibleId(p.attemptId)) return false;
+    const now = await this.#now(this.#driver.queries);
+    return this.#driver.queries.attemptUpdate({
+      ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting', 'running', 'unknown'],
+      fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
+      set: { providerRequestId: p.providerRequestId },
+    });
+  }
+
+  claimLookups(p: ClaimLookupsParams): Promise<Attempt[]> {
+    return this.#driver.queries.attemptClaimLookups({
+      holder: p.holder, providers: p.providers, limit: p.limit, leaseMs: p.leaseMs, firstCheckMs: p.firstCheckMs, now: this.#clockStandIn(),
+    });
+  }
+
+  deferLookup(p: DeferLookupParams): Promise<boolean> {
+    if (!isPlausibleId(p.attemptId)) return Promise.resolve(false);
+    return this.#driver.queries.attemptDeferLookup({
+      ownerId: p.ownerId, id: p.attemptId, holder: p.holder, backoffBaseMs: p.backoffBaseMs, backoffMaxMs: p.backoffMaxMs, now: this.#clockStandIn(),
+    });
+  }
+
+  oldestUnknownAt(): Promise<Date | null> {
+    return this.#driver.queries.attemptOldestUnknownAt();
+  }
+
+  databaseNow(): Promise<Date> {
+    return this.#now(this.#driver.queries);
   }
 
   notifyWork(): Promise<void> {
@@ -800,7 +841,10 @@ export class JobStore implements Store {
 
   async #mustUpdate(
     q: DriverQueries, attempt: Attempt,
-    set: { state?: AttemptState; finishedAt?: Date; error?: RecordedError; releaseLease?: boolean; usage?: TokenUsage | null; costMicros?: number | null },
+    set: {
+      state?: AttemptState; finishedAt?: Date; error?: RecordedError; releaseLease?: boolean; usage?: TokenUsage | null; costMicros?: number | null;
+      resolvedBy?: ResolvedBy; providerRequestId?: string;
+    },
     fence: { leaseOwner: string; leaseToken: string; now: Date | null } | undefined,
   ): Promise<void> {
     const ok = await q.attemptUpdate({ ownerId: attempt.ownerId, id: attempt.id, fromStates: [attempt.state], fence, set });

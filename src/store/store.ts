@@ -8,7 +8,7 @@
  */
 import type { EligibilityCheck, RetryRequest } from '../core/job-rules.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
-import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError } from '../core/types.ts';
+import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, ResolvedBy } from '../core/types.ts';
 import type { CertificationRow, CertificationVerdict, DriverCapabilities, MigrationResult, RetentionBatchResult, StreamBatchRow } from './driver.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { Insights, RecordLateUsageParams } from './insights.ts';
@@ -168,12 +168,43 @@ export interface SettleAttemptParams {
   /** Why (an operator's resolve), kept in the event log beside the actor. */
   readonly reason?: string | undefined;
   /**
+   * Who ended the attempt's doubt (CONTRACT §11), recorded as `resolved_by`.
+   * Default: `late_answer` when the attempt was `unknown` (its own answer came
+   * late), else none (decided by its own answer).
+   */
+  readonly resolvedBy?: ResolvedBy | undefined;
+  /** The provider's id of the request, when the answer carried one (kept when absent). */
+  readonly providerRequestId?: string | undefined;
+  /**
    * A `failed` outcome that may be retried where it happened (a 429 or 503
    * with `Retry-After`, a refused connection) under its provider's policy:
    * the next attempt is then on the same provider, unclaimed until it is due
    * (its `startedAt` is now + the wait). See `core/job-rules.ts` `decideAfterSettle`.
    */
   readonly retry?: RetryRequest | undefined;
+}
+
+/** Parameters of {@link Store.claimLookups}. */
+export interface ClaimLookupsParams {
+  /** The asker (an executor's id). */
+  readonly holder: string;
+  /** The providers that can be asked (a lookup, or a `settleUnknownAfterMs` policy). */
+  readonly providers: readonly string[];
+  readonly limit: number;
+  /** How long the asker holds an attempt (database clock). */
+  readonly leaseMs: number;
+  /** The first ask, this long after the attempt became unknown. */
+  readonly firstCheckMs: number;
+}
+
+/** Parameters of {@link Store.deferLookup}. */
+export interface DeferLookupParams {
+  readonly ownerId: string;
+  readonly attemptId: string;
+  readonly holder: string;
+  /** The next ask after `min(backoffMaxMs, backoffBaseMs × 2^asks so far)`. */
+  readonly backoffBaseMs: number;
+  readonly backoffMaxMs: number;
 }
 
 /** Result of {@link Store.settleAttempt}. */
@@ -374,9 +405,28 @@ export interface Store {
    * executor can still report a late answer. Returns false when the lease is
    * lost or the attempt moved on.
    */
-  markUnknown(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError }): Promise<boolean>;
+  markUnknown(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError; providerRequestId?: string | undefined }): Promise<boolean>;
   /** Where the lease `leaseToken` of `leaseOwner` on the attempt stands now: the reason a fenced write did not apply. */
   leaseStatus(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<LeaseStatus>;
+  /**
+   * Records the provider's id of the request (CONTRACT §11) on an attempt
+   * still `starting`, `running` or `unknown`, fenced by its lease. Returns
+   * whether it applied.
+   */
+  recordProviderRequestId(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; providerRequestId: string }): Promise<boolean>;
+  /**
+   * The reconciler's claim (CONTRACT §11): `unknown` attempts of `providers`
+   * due to be asked, each leased to `holder` for `leaseMs` (one asker per
+   * attempt across processes, by the database's clock). A definite answer is
+   * applied with {@link settleAttempt}; anything else with {@link deferLookup}.
+   */
+  claimLookups(params: ClaimLookupsParams): Promise<Attempt[]>;
+  /** An ask that found nothing definite: releases the lookup lease and schedules the next ask with backoff. */
+  deferLookup(params: DeferLookupParams): Promise<boolean>;
+  /** When the oldest attempt in doubt became `unknown`, or null (the oldest-doubt gauge). */
+  oldestUnknownAt(): Promise<Date | null>;
+  /** The database's clock now (or the store's stand-in for it): what leases, deadlines and `maxDurationMs` are measured against. */
+  databaseNow(): Promise<Date>;
   /** Extends leases; returns the tokens still held (a missing token: ask {@link leaseStatus} why). */
   extendLeases(params: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]>;
   /**

@@ -118,6 +118,17 @@ for (const db of TEST_DATABASES) {
       expect((await store.getAttempt('carol', attempt.id))?.state).toBe('failed');
     }, 180_000);
 
+    it('attempts resolve --reason keeps the reason with resolved_by operator; attempts check refuses a provider without a lookup', async () => {
+      const { job } = await store.createJob({ ownerId: 'alice', idempotencyKey: 'cli-reason', route: 'summarize', input: 3, providers: ['p1', 'p2'] });
+      const a = await store.startAttempt({ ownerId: 'alice', jobId: job.id, kind: 'manual', hedgeAfterMs: null });
+      expectOneLineError(await onejob(['attempts', 'check', a.id], env), 2, /no lookup/);
+      const resolved = await onejob(['attempts', 'resolve', a.id, '--state', 'cancelled', '--reason', 'checked the console', '--json'], env);
+      expect(resolved.code, resolved.stderr).toBe(0);
+      expect(JSON.parse(resolved.stdout)).toMatchObject({ id: a.id, state: 'cancelled', resolved_by: 'operator' });
+      const events = await store.listEvents('alice', job.id);
+      expect(events.find((e) => e.type === 'attempt.cancelled' && e.attemptId === a.id)?.data).toMatchObject({ actor: 'cli', reason: 'checked the console', resolved_by: 'operator' });
+    });
+
     it('attempts resolve: failed moves the job on, succeeded wins, a second resolve is a conflict', async () => {
       const { job } = await store.createJob({ ownerId: 'alice', idempotencyKey: 'cli-2', route: 'summarize', input: 2, providers: ['p1', 'p2'] });
       const first = await store.startAttempt({ ownerId: 'alice', jobId: job.id, kind: 'manual', hedgeAfterMs: null });

@@ -112,7 +112,7 @@ describe('operations', () => {
     const paths = Object.keys(res.body.paths).sort();
     expect(paths).toEqual(
       [
-        '/healthz', '/metrics', '/readyz', '/v1/attempts/{id}/resolve', '/v1/chat/completions', '/v1/jobs', '/v1/jobs/{id}',
+        '/healthz', '/metrics', '/readyz', '/v1/attempts/{id}/resolve', '/v1/attempts/{id}/check', '/v1/attempts/{id}/callback', '/v1/chat/completions', '/v1/jobs', '/v1/jobs/{id}',
         '/v1/jobs/{id}/attempts', '/v1/jobs/{id}/cancel', '/v1/messages',
         '/v1/usage', '/v1/events', '/v1/jobs/{id}/events', '/v1/certifications',
         '/v1/responses', '/v1/responses/{id}', '/v1/responses/{id}/cancel', '/v1/responses/{id}/input_items',

@@ -36,6 +36,8 @@ const WRONG = 'tok_nobody_0123456789';
 const OPEN_ROUTES = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json', '/ui', '/ui/', '/ui/*']);
 /** Routes outside `/v1/` that need the same token (CONTRACT §14: the MCP gateway). Walked like the `/v1/` ones. */
 const AUTHENTICATED_OUTSIDE_V1 = new Set(['/mcp']);
+/** `/v1/` routes authenticated by a signature instead of a token (CONTRACT §11's task callback): a token, even a valid one, is 401 there. */
+const SIGNED_ROUTES = new Set(['/v1/attempts/:id/callback']);
 
 interface Route {
   readonly method: string;
@@ -335,6 +337,11 @@ for (const db of TEST_DATABASES) {
           const { body, headers } = bodyFor(route.method, route.url, `ro-${++seq}`);
           for (const answer of await both(route.method, path, { ...headers, ...ro }, body)) {
             const code = answer.contentType.includes('json') ? (JSON.parse(answer.body) as { code?: string }).code : undefined;
+            if (SIGNED_ROUTES.has(route.url)) {
+              // A token does not replace the signature: 401, never a write.
+              if (answer.status !== 401 || code !== 'unauthorized') failures.push(`${route.method} ${path} (${spelling.name}): ${answer.status} ${answer.body.slice(0, 120)}`);
+              continue;
+            }
             if (route.readOnlyAllowed ? answer.status === 403 : answer.status !== 403 || code !== 'read_only_token') {
               failures.push(`${route.method} ${path} (${spelling.name}): ${answer.status} ${answer.body.slice(0, 120)}`);
             }

@@ -16,7 +16,18 @@ describe('createProvider validation', () => {
       'providers.p.timeoutMs: must be a positive integer',
       'providers.p.headers.a: must be a string',
     ]);
-    expect(providerConfigProblems('p', { type: 'gemini' })).toEqual(['providers.p.type: must be "openai", "anthropic" or "fake" (got "gemini")']);
+    // CONTRACT §11: the lookup, the settle policy, the callback key.
+    expect(providerConfigProblems('p', { type: 'anthropic', baseUrl: 'http://x', model: 'm', lookup: 'stored-completions' })).toEqual(['providers.p.lookup: only for type "openai"']);
+    expect(providerConfigProblems('p', { type: 'openai', baseUrl: 'http://x', model: 'm', lookup: 'responses' })).toEqual(['providers.p.lookup: must be "stored-completions" or null']);
+    expect(providerConfigProblems('p', { type: 'openai', baseUrl: 'http://x', model: 'm', settleUnknownAfterMs: 1000 })).toEqual([
+      "providers.p.settleUnknownAfterMs: needs maxDurationMs (the provider's promise that bounds every request)",
+    ]);
+    expect(providerConfigProblems('p', { type: 'openai', baseUrl: 'http://x', model: 'm', maxDurationMs: 2000, settleUnknownAfterMs: 1000 })).toEqual([
+      'providers.p.settleUnknownAfterMs: must be at least maxDurationMs (2000): earlier, the request may still be running',
+    ]);
+    expect(providerConfigProblems('p', { type: 'task', baseUrl: 'http://x/tasks', callbackSecret: 'short' })).toEqual(['providers.p.callbackSecret: must be a string of at least 16 characters']);
+    expect(providerConfigProblems('p', { type: 'task', baseUrl: 'http://x/tasks', maxDurationMs: 60000, callbackSecret: 'whsec_0123456789abcdef' })).toEqual([]);
+    expect(providerConfigProblems('p', { type: 'gemini' })).toEqual(['providers.p.type: must be "openai", "anthropic", "fake", "task" or "openai-responses" (got "gemini")']);
     expect(providerConfigProblems('p', { type: 'fake', baseUrl: 'http://x', script: [] })[0]).toContain('only for an embedded fake');
     expect(providerConfigProblems('p', { type: 'fake', script: [{ delayMs: 'soon' }] })).toEqual(['providers.p.script[0].delayMs: must be a number between 0 and 9007199254740991']);
   });

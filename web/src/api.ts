@@ -32,6 +32,14 @@ export interface Attempt {
   error: RecordedError | null;
   usage: Usage | null;
   cost_usd: number | null;
+  /** The provider's own id of the request (CONTRACT §11), or null. */
+  provider_request_id?: string | null;
+  /** Who ended the doubt: lookup, callback, policy, late_answer, operator; null otherwise. */
+  resolved_by?: 'lookup' | 'callback' | 'policy' | 'late_answer' | 'operator' | null;
+  /** When the attempt became unknown, or null. */
+  unknown_at?: string | null;
+  last_checked_at?: string | null;
+  next_check_at?: string | null;
 }
 
 /** A job body. */

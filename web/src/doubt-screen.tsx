@@ -11,8 +11,9 @@ export function DoubtScreen({ api, tick }: { api: Api; tick: number }) {
     <section aria-labelledby="doubt-title">
       <h1 id="doubt-title" tabIndex={-1}>In doubt</h1>
       <p class="muted">
-        Jobs blocked on an attempt whose outcome nobody knows (a deadline passed, or its executor died). onejob never retries these by
-        itself: decide what happened, oldest first.
+        Jobs blocked on an attempt whose outcome nobody knows (a deadline passed, or its executor died). onejob never sends these
+        again by itself. Where the provider can be asked (stored completions, tasks, background responses) the executors ask it
+        with backoff and the doubt ends by itself; the rest wait for a late answer or for you: decide what happened, oldest first.
       </p>
       <ErrorNote error={page.error} />
       {jobs.length === 0 && !page.loading && <p data-testid="doubt-empty">Nothing is in doubt.</p>}
@@ -30,6 +31,12 @@ export function DoubtScreen({ api, tick }: { api: Api; tick: number }) {
                     <strong>⚠ attempt #{a.number} on {a.provider}</strong>{' '}
                     <span class="muted">started {ago(a.started_at)}</span>
                     {a.error && <> — <span class="mono">{a.error.code}</span>: {a.error.message}</>}
+                  </p>
+                  <p class="small muted">
+                    {a.unknown_at && <>in doubt {ago(a.unknown_at)} · </>}
+                    {a.provider_request_id ? <>provider id <span class="mono">{a.provider_request_id}</span> · </> : <>no provider id · </>}
+                    {a.last_checked_at ? <>asked the provider {ago(a.last_checked_at)}</> : <>not asked yet</>}
+                    {a.next_check_at && <> · next check {when(a.next_check_at)}</>}
                   </p>
                   <ResolveActions api={api} attempt={a} />
                 </div>

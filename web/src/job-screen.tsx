@@ -175,8 +175,15 @@ export function JobScreen({ api, id, tick }: { api: Api; id: string; tick: numbe
             {j.attempts.map((a) => (
               <tr data-attempt={a.id} data-state={a.state}>
                 <td class="nowrap">{a.number}{j.completed_by === a.id && <span title="winner" aria-label="winner"> ★</span>}</td>
-                <td>{a.provider} <span class="muted small">{a.kind}</span></td>
-                <td><StateBadge state={a.state} /></td>
+                <td>
+                  {a.provider} <span class="muted small">{a.kind}</span>
+                  {a.provider_request_id && <div class="mono small muted" title="the provider's id of the request">{a.provider_request_id}</div>}
+                </td>
+                <td>
+                  <StateBadge state={a.state} />
+                  {a.resolved_by && <div class="small muted" data-resolved-by={a.resolved_by}>resolved by {a.resolved_by.replace('_', ' ')}</div>}
+                  {a.state === 'unknown' && a.next_check_at && <div class="small muted">next check {new Date(a.next_check_at).toLocaleTimeString()}</div>}
+                </td>
                 <td class="num">{count(a.usage?.prompt_tokens)}</td>
                 <td class="num">{count(a.usage?.completion_tokens)}</td>
                 <td class="num">{usd(a.cost_usd)}</td>

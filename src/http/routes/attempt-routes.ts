@@ -13,6 +13,8 @@ import {
 } from '../api-schemas.ts';
 import { bindLog, type AppContext } from '../app-context.ts';
 import { requestOwner, requestWriter } from '../request-owner.ts';
+import { countDoubtResolved } from '../metrics.ts';
+import { isAttemptActive } from '../../core/states.ts';
 
 /**
  * The recorded error of a resolution: an object with string `code` and
@@ -125,7 +127,10 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       // A failed or cancelled resolution may fail over: through the route's certification gate, as any failover.
       const found = await store.getAttempt(requestOwner(request), attemptId);
       const route = found ? (await store.getJob(requestOwner(request), found.jobId))?.route : undefined;
-      const settled = await store.settleAttempt({ ownerId: requestWriter(request), attemptId, outcome, actor: 'api', eligible: route === undefined ? undefined : ctx.eligible(route), reason: body.reason });
+      const settled = await store.settleAttempt({
+        ownerId: requestWriter(request), attemptId, outcome, actor: 'api', eligible: route === undefined ? undefined : ctx.eligible(route), reason: body.reason, resolvedBy: 'operator',
+      });
+      countDoubtResolved(metrics, settled.attempt);
       bindLog(request, reply, { job_id: settled.job.id });
       metrics.attempts.inc({ state: settled.attempt.state });
       if (settled.failover) metrics.attempts.inc({ state: settled.failover.state });
@@ -136,6 +141,58 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
         request.log.info({ state: settled.attempt.state, job_state: settled.job.state }, 'attempt resolved');
       }
       return { ...attemptBody(settled.attempt), job: jobBody(settled.job) };
+    },
+  });
+
+  app.post<{ Params: IdParams }>('/v1/attempts/:id/check', {
+    schema: {
+      tags: ['attempts'],
+      summary: 'Ask the provider now what became of an attempt',
+      description:
+        "Asks the attempt's provider (its lookup, CONTRACT §11) and applies the answer as the reconciler would: an output through the compare-and-swap (`superseded` if another attempt already won), a definite failure down the chain, \"still running\" changes nothing. An outcome found this way is `resolved_by: \"lookup\"`. 422 `lookup_unsupported` for a provider without a lookup; 409 `attempt_finished` when the attempt is no longer in doubt.",
+      security: bearerSecurity,
+      params: idParams,
+      response: {
+        200: {
+          description: 'The attempt after the answer was applied, with its job and what the provider said (`succeeded`, `failed`, `running`, `not_found`, `error`).',
+          type: 'object',
+          allOf: [{ $ref: 'Attempt#' }],
+          required: ['job', 'lookup'],
+          properties: {
+            job: { $ref: 'Job#' },
+            lookup: {
+              type: 'object',
+              required: ['outcome'],
+              properties: { outcome: { type: 'string', enum: ['succeeded', 'failed', 'running', 'not_found', 'error'] }, message: { type: 'string' } },
+            },
+          },
+        },
+        ...errorResponses,
+      },
+    },
+    handler: async (request, reply) => {
+      const attemptId = request.params.id;
+      bindLog(request, reply, { attempt_id: attemptId });
+      const owner = requestWriter(request);
+      const attempt = await store.getAttempt(owner, attemptId);
+      if (attempt === null) throw new OnejobError('attempt_not_found', `no attempt ${attemptId}`, { details: { attempt_id: attemptId } });
+      bindLog(request, reply, { job_id: attempt.jobId });
+      if (ctx.reconciler === null || !ctx.reconciler.canLookUp(attempt.provider)) {
+        throw new OnejobError('lookup_unsupported', `provider ${attempt.provider} has no lookup: onejob cannot ask it what became of a request (resolve the attempt instead)`, { details: { provider: attempt.provider } });
+      }
+      if (!isAttemptActive(attempt.state)) {
+        throw new OnejobError('attempt_finished', `attempt ${attempt.id} is already ${attempt.state}`, { details: { state: attempt.state } });
+      }
+      const { answer, settled } = await ctx.reconciler.check(attempt);
+      // Counted by the reconciler's events (lookups by outcome, doubt resolved: see instrumentReconciler).
+      request.log.info({ lookup: answer.kind, state: settled?.attempt.state ?? attempt.state }, 'attempt checked at its provider');
+      const job = settled?.job ?? (await store.getJob(owner, attempt.jobId));
+      const after = settled?.attempt ?? job?.attempts.find((a) => a.id === attempt.id) ?? attempt;
+      return {
+        ...attemptBody(after),
+        job: job === null ? null : jobBody(job),
+        lookup: { outcome: answer.kind, ...(answer.kind === 'error' ? { message: answer.message } : {}) },
+      };
     },
   });
 }

@@ -77,6 +77,19 @@ export interface FakeBehaviour {
   readonly streamError?: { readonly afterChunks: number; readonly type?: string; readonly message?: string };
   /** Streaming: after `afterChunks` content events, cut the connection (no end event, no end of body). */
   readonly streamCut?: { readonly afterChunks: number };
+  /**
+   * Do the work, then lose the answer (CONTRACT §11): the completion is
+   * made (and stored, for a request with `store: true`; a task is created
+   * and runs), then the connection is cut before the status line. A lookup
+   * finds the work; the caller never saw it.
+   */
+  readonly loseAnswer?: boolean;
+  /**
+   * A task (`POST /v1/tasks`): how it runs. `runMs` (default 0) in
+   * `processing`, then `status` (default `succeeded`) with `output` (default
+   * `{"echo": <input>}`).
+   */
+  readonly task?: { readonly runMs?: number; readonly status?: 'succeeded' | 'failed' | 'canceled'; readonly output?: unknown };
 }
 
 /** One scripted tool call. */
@@ -133,7 +146,7 @@ export const FAKE_BEHAVIOUR_HEADER = 'onejob-fake-behaviour';
 
 const BEHAVIOUR_KEYS = new Set([
   'reply', 'finishReason', 'model', 'usage', 'delayMs', 'gate', 'hang', 'reset', 'status', 'error', 'malformed', 'rawBody', 'headers',
-  'toolCalls', 'refusal', 'chunks', 'chunkDelayMs', 'streamGate', 'streamError', 'streamCut', 'fitRequest',
+  'toolCalls', 'refusal', 'chunks', 'chunkDelayMs', 'streamGate', 'streamError', 'streamCut', 'fitRequest', 'loseAnswer', 'task',
 ]);
 const RESET_POINTS = new Set<string>(['before-headers', 'after-headers', 'mid-body']);
 
@@ -199,6 +212,16 @@ export function parseFakeBehaviour(value: unknown, path = 'behaviour'): FakeBeha
   if (v.hang !== undefined && typeof v.hang !== 'boolean') fail(`${path}.hang`, 'must be a boolean');
   if (v.malformed !== undefined && typeof v.malformed !== 'boolean') fail(`${path}.malformed`, 'must be a boolean');
   if (v.fitRequest !== undefined && typeof v.fitRequest !== 'boolean') fail(`${path}.fitRequest`, 'must be a boolean');
+  if (v.loseAnswer !== undefined && typeof v.loseAnswer !== 'boolean') fail(`${path}.loseAnswer`, 'must be a boolean');
+  if (v.task !== undefined) {
+    if (!isRecord(v.task)) fail(`${path}.task`, 'must be an object');
+    for (const k of Object.keys(v.task)) if (k !== 'runMs' && k !== 'status' && k !== 'output') fail(`${path}.task.${k}`, 'unknown field');
+    const runMs = v.task.runMs;
+    if (runMs !== undefined && (typeof runMs !== 'number' || !Number.isFinite(runMs) || runMs < 0)) fail(`${path}.task.runMs`, 'must be a non-negative number');
+    if (v.task.status !== undefined && v.task.status !== 'succeeded' && v.task.status !== 'failed' && v.task.status !== 'canceled') {
+      fail(`${path}.task.status`, 'must be one of succeeded, failed, canceled');
+    }
+  }
   if (v.reset !== undefined && (typeof v.reset !== 'string' || !RESET_POINTS.has(v.reset))) {
     fail(`${path}.reset`, `must be one of ${[...RESET_POINTS].join(', ')}`);
   }

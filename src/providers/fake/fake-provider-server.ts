@@ -14,6 +14,7 @@
  * // point an `openai` provider at `${fake.url}/v1`, an `anthropic` one at `fake.url`
  * await fake.close();
  */
+import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
@@ -41,6 +42,15 @@ export interface StartFakeProviderOptions {
   readonly script?: FakeScript | readonly FakeBehaviour[];
   /** When set, calls must carry this key (`Authorization: Bearer …` or `x-api-key`) or get a 401. */
   readonly apiKey?: string;
+  /**
+   * Tasks call back when they end (CONTRACT §11): `POST url` (`{attempt}`
+   * replaced by the task's `Idempotency-Key`, onejob's attempt id) with the
+   * task as the body, signed `Onejob-Signature: sha256=<hex HMAC-SHA256 of
+   * the body with secret>`.
+   *
+   * @example { url: 'http://127.0.0.1:8080/v1/attempts/{attempt}/callback', secret: 'whsec_…' }
+   */
+  readonly taskCallback?: { readonly url: string; readonly secret: string };
 }
 
 /** Where a call's behaviour came from. */
@@ -128,12 +138,25 @@ export interface FakeProvider {
   /** Opens a gate: calls waiting on it proceed, later calls pass straight through. */
   release(gate: string): void;
   /**
-   * Forgets the queue, rules, default, gates and calls, and restarts `seq` at 1.
+   * Forgets the queue, rules, default, gates, calls, stored completions and tasks, and restarts `seq` at 1.
    * Calls in progress carry on unrecorded (calls waiting on a gate proceed).
    */
   reset(): void;
   /** Resolves once at least `count` calls have arrived, with all calls so far. */
   waitForCalls(count: number): Promise<readonly FakeCall[]>;
+  /**
+   * The completions stored for requests with `store: true` (CONTRACT §11's
+   * stored completions), oldest first: what `GET /v1/chat/completions?metadata[k]=v` lists.
+   */
+  readonly storedCompletions: readonly Record<string, unknown>[];
+  /** Every task created (`POST /v1/tasks`), oldest first, with how many creates and lookups each received. */
+  readonly tasks: readonly FakeTask[];
+  /** The callbacks tasks sent (`taskCallback`), oldest first, with the status each was answered (0: not delivered). */
+  readonly callbacks: readonly { readonly taskId: string; readonly status: string; readonly answered: number | null }[];
+  /** Every background response created (`POST /v1/responses`), oldest first. */
+  readonly responses: readonly FakeResponse[];
+  /** Questions about earlier work received: stored-completion listings and task reads. */
+  readonly lookups: number;
   /** Resolves once call `seq` is finished (replied, reset, closed…), with its record. */
   waitForResult(seq: number): Promise<FakeCall>;
   /** Stops listening and cuts every open connection (hanging calls end as `server-closed`). */
@@ -141,6 +164,52 @@ export interface FakeProvider {
 }
 
 type MutableCall = { -readonly [K in keyof FakeCall]: FakeCall[K] };
+
+/** A task of the fake's prediction-style API (`POST /v1/tasks`, `GET /v1/tasks/{id}`, `POST /v1/tasks/{id}/cancel`). */
+export interface FakeTask {
+  readonly id: string;
+  /** The `Idempotency-Key` it was created with (onejob sends the attempt id). */
+  readonly idempotencyKey: string | null;
+  readonly input: unknown;
+  readonly status: 'processing' | 'succeeded' | 'failed' | 'canceled';
+  readonly output: unknown;
+  /** How many create requests carried its idempotency key (1: the work was submitted once). */
+  readonly submits: number;
+  /** Whether `POST /v1/tasks/{id}/cancel` was received. */
+  readonly cancelRequested: boolean;
+}
+
+/** A background response of the fake's Responses API (`POST /v1/responses`, `GET /v1/responses/{id}`, `POST …/cancel`). */
+export interface FakeResponse {
+  readonly id: string;
+  /** `metadata.onejob_attempt_id` of the request (onejob's attempt). */
+  readonly attemptId: string | null;
+  readonly status: 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+  readonly cancelRequested: boolean;
+}
+
+interface ResponseState {
+  readonly id: string;
+  readonly attemptId: string | null;
+  readonly model: string;
+  readonly text: string;
+  readonly endsAt: number;
+  readonly final: 'completed' | 'failed' | 'cancelled';
+  cancelled: boolean;
+  cancelRequested: boolean;
+}
+
+interface TaskState {
+  readonly id: string;
+  readonly idempotencyKey: string | null;
+  readonly input: unknown;
+  endsAt: number;
+  readonly final: 'succeeded' | 'failed' | 'canceled';
+  readonly output: unknown;
+  submits: number;
+  cancelled: boolean;
+  cancelRequested: boolean;
+}
 
 interface RuleState {
   readonly rule: FakeRule;
@@ -178,11 +247,20 @@ class FakeProviderServer implements FakeProvider {
   #callWaiters: { count: number; resolve: (calls: readonly FakeCall[]) => void }[] = [];
   readonly #resultWaiters = new Map<number, ((call: FakeCall) => void)[]>();
   #closing = false;
+  readonly #stored: Record<string, unknown>[] = [];
+  readonly #tasks = new Map<string, TaskState>();
+  readonly #responses = new Map<string, ResponseState>();
+  #lookups = 0;
   #host = '127.0.0.1';
   #port = 0;
 
+  readonly #taskCallback: { readonly url: string; readonly secret: string } | undefined;
+  /** Callbacks sent (`taskCallback`), with the status each was answered. */
+  readonly callbacks: { taskId: string; status: string; answered: number | null }[] = [];
+
   constructor(options: StartFakeProviderOptions) {
     this.#apiKey = options.apiKey;
+    this.#taskCallback = options.taskCallback;
     if (options.script !== undefined) this.script(options.script);
     this.#server = createServer((req, res) => {
       this.#handle(req, res).catch((err: unknown) => {
@@ -222,6 +300,18 @@ class FakeProviderServer implements FakeProvider {
   get calls(): readonly FakeCall[] {
     return this.#calls.map((c) => ({ ...c }));
   }
+  get storedCompletions(): readonly Record<string, unknown>[] {
+    return [...this.#stored];
+  }
+  get tasks(): readonly FakeTask[] {
+    return [...this.#tasks.values()].map((t) => taskView(t));
+  }
+  get responses(): readonly FakeResponse[] {
+    return [...this.#responses.values()].map((r) => ({ id: r.id, attemptId: r.attemptId, status: responseStatus(r), cancelRequested: r.cancelRequested }));
+  }
+  get lookups(): number {
+    return this.#lookups;
+  }
 
   script(script: FakeScript | readonly FakeBehaviour[]): void {
     const parsed = parseFakeScript(script);
@@ -258,6 +348,10 @@ class FakeProviderServer implements FakeProvider {
     this.#gates = new Map();
     this.#calls.length = 0;
     this.#seq = 0;
+    this.#stored.length = 0;
+    this.#tasks.clear();
+    this.#responses.clear();
+    this.#lookups = 0;
   }
 
   waitForCalls(count: number): Promise<readonly FakeCall[]> {
@@ -308,6 +402,12 @@ class FakeProviderServer implements FakeProvider {
     if ((path === '/script' || path === '/release' || path === '/reset') && method === 'POST') {
       return this.#control(path, req, res);
     }
+    // Questions about earlier work (CONTRACT §11): stored completions, and the task API.
+    if ((path === '/v1/chat/completions' || path === '/chat/completions') && method === 'GET') return this.#listStored(req, res);
+    const response = /^(?:\/v1)?\/responses(?:\/([^/]+)(\/cancel)?)?$/.exec(path);
+    if (response !== null) return this.#responsesApi(req, res, method, response[1] === undefined ? undefined : decodeURIComponent(response[1]), response[2] !== undefined);
+    const task = /^(?:\/v1)?\/tasks(?:\/([^/]+)(\/cancel)?)?$/.exec(path);
+    if (task !== null) return this.#taskApi(req, res, method, task[1] === undefined ? undefined : decodeURIComponent(task[1]), task[2] !== undefined);
 
     const protocol: FakeProtocol | null =
       path === '/v1/chat/completions' || path === '/chat/completions'
@@ -405,6 +505,160 @@ class FakeProviderServer implements FakeProvider {
     }
   }
 
+  /** `GET /v1/chat/completions?metadata[k]=v`: the stored completions whose metadata has every given pair. */
+  #listStored(req: IncomingMessage, res: ServerResponse): void {
+    this.#lookups += 1;
+    const query = new URL(req.url ?? '/', 'http://fake').searchParams;
+    const wanted: [string, string][] = [];
+    for (const [k, v] of query) {
+      const m = /^metadata\[(.+)\]$/.exec(k);
+      if (m) wanted.push([m[1]!, v]);
+    }
+    const data = this.#stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, unknown> | undefined)?.[k] === v));
+    sendJson(res, 200, { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
+  }
+
+  /** The fake Responses API in background mode: create, read, cancel (CONTRACT §11). */
+  async #responsesApi(req: IncomingMessage, res: ServerResponse, method: string, id: string | undefined, cancel: boolean): Promise<void> {
+    const headers = flattenHeaders(req);
+    const auth = this.#checkAuth('openai', headers);
+    if (auth !== null) return sendJson(res, auth.status, { error: { message: auth.message } });
+    if (id === undefined) {
+      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      let body: { input?: unknown; model?: unknown; metadata?: { onejob_attempt_id?: unknown }; background?: unknown };
+      try {
+        body = JSON.parse((await readBody(req)) ?? '');
+      } catch {
+        return sendJson(res, 400, { error: { message: 'request body is not valid JSON' } });
+      }
+      let chosen: FakeBehaviour;
+      try {
+        chosen = this.#choose('openai', headers, { messages: [], ...body }).behaviour;
+      } catch (err) {
+        return sendJson(res, 400, { error: { message: `fake provider: ${(err as Error).message}` } });
+      }
+      if (chosen.status !== undefined && chosen.status >= 300) return sendJson(res, chosen.status, { error: { message: 'scripted', ...chosen.error } }, { ...defaultErrorHeaders(chosen.status), ...(chosen.headers ?? {}) });
+      const items = Array.isArray(body.input) ? (body.input as { role?: string; content?: unknown }[]) : [];
+      const lastUser = [...items].reverse().find((i) => i.role === 'user');
+      const echo = typeof lastUser?.content === 'string' ? lastUser.content : typeof body.input === 'string' ? body.input : '';
+      const final = chosen.task?.status === 'failed' ? 'failed' : chosen.task?.status === 'canceled' ? 'cancelled' : 'completed';
+      const r: ResponseState = {
+        id: `resp_fake_${this.#responses.size + 1}`, attemptId: typeof body.metadata?.onejob_attempt_id === 'string' ? body.metadata.onejob_attempt_id : null,
+        model: typeof body.model === 'string' ? body.model : 'fake-model', text: typeof chosen.reply === 'string' ? chosen.reply : chosen.reply === undefined ? echo : JSON.stringify(chosen.reply),
+        endsAt: Date.now() + (chosen.task?.runMs ?? 0), final, cancelled: false, cancelRequested: false,
+      };
+      this.#responses.set(r.id, r);
+      if (chosen.loseAnswer === true) {
+        req.socket.resetAndDestroy();
+        return;
+      }
+      // Background mode answers at once, before the work is done.
+      return sendJson(res, 200, responseBody(r, body.background === true ? (Date.now() < r.endsAt ? 'queued' : responseStatus(r)) : responseStatus(r)));
+    }
+    const r = this.#responses.get(id);
+    if (r === undefined) return sendJson(res, 404, { error: { message: `No response found with id '${id}'.`, type: 'invalid_request_error' } });
+    if (cancel) {
+      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      r.cancelRequested = true;
+      if (responseStatus(r) === 'in_progress') r.cancelled = true;
+      return sendJson(res, 200, responseBody(r, responseStatus(r)));
+    }
+    if (method !== 'GET') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+    this.#lookups += 1;
+    return sendJson(res, 200, responseBody(r, responseStatus(r)));
+  }
+
+  /** The fake task service: create (idempotent by `Idempotency-Key`), read, cancel. */
+  async #taskApi(req: IncomingMessage, res: ServerResponse, method: string, id: string | undefined, cancel: boolean): Promise<void> {
+    const headers = flattenHeaders(req);
+    const auth = this.#checkAuth('openai', headers);
+    if (auth !== null) return sendJson(res, auth.status, { error: { message: auth.message } });
+    if (id === undefined) {
+      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      const text = await readBody(req);
+      let body: unknown;
+      try {
+        body = JSON.parse(text ?? '');
+      } catch {
+        return sendJson(res, 400, { error: { message: 'request body is not valid JSON' } });
+      }
+      if (typeof body !== 'object' || body === null || !('input' in body)) return sendJson(res, 422, { error: { message: 'body must be {"input": …}' } });
+      const key = headers['idempotency-key'] ?? null;
+      const existing = key === null ? undefined : [...this.#tasks.values()].find((t) => t.idempotencyKey === key);
+      if (existing !== undefined) {
+        existing.submits += 1;
+        return sendJson(res, 200, taskBody(this.url, existing));
+      }
+      let chosen: FakeBehaviour;
+      try {
+        chosen = this.#choose('openai', headers, { messages: [], ...(body as object) }).behaviour;
+      } catch (err) {
+        return sendJson(res, 400, { error: { message: `fake provider: ${(err as Error).message}` } });
+      }
+      const signal = new AbortController().signal;
+      if (chosen.gate !== undefined) await this.#waitGate(chosen.gate, signal);
+      if (chosen.delayMs !== undefined && chosen.delayMs > 0) await sleep(chosen.delayMs, signal);
+      if (chosen.status !== undefined && chosen.status >= 300) return sendJson(res, chosen.status, { error: { message: 'scripted', ...chosen.error } }, { ...defaultErrorHeaders(chosen.status), ...(chosen.headers ?? {}) });
+      const input = (body as { input: unknown }).input;
+      const t: TaskState = {
+        id: `task_fake_${this.#tasks.size + 1}`, idempotencyKey: key, input,
+        endsAt: Date.now() + (chosen.task?.runMs ?? 0), final: chosen.task?.status ?? 'succeeded',
+        output: chosen.task?.output ?? chosen.reply ?? { echo: input }, submits: 1, cancelled: false, cancelRequested: false,
+      };
+      this.#tasks.set(t.id, t);
+      this.#scheduleCallback(t);
+      if (chosen.hang === true) return; // created, never answered (until the client goes away)
+      if (chosen.loseAnswer === true) {
+        req.socket.resetAndDestroy();
+        return;
+      }
+      return sendJson(res, 201, taskBody(this.url, t), chosen.headers ?? {});
+    }
+    const t = this.#tasks.get(id);
+    if (t === undefined) return sendJson(res, 404, { error: { message: `no task ${id}` } });
+    if (cancel) {
+      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      t.cancelRequested = true;
+      if (taskStatus(t) === 'processing') {
+        t.cancelled = true;
+        void this.#callBack(t);
+      }
+      return sendJson(res, 200, taskBody(this.url, t));
+    }
+    if (method !== 'GET') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+    this.#lookups += 1;
+    return sendJson(res, 200, taskBody(this.url, t));
+  }
+
+  /** With `taskCallback`: the task calls back when it ends (unless cancelled first: then at the cancel). */
+  #scheduleCallback(t: TaskState): void {
+    if (this.#taskCallback === undefined || t.idempotencyKey === null) return;
+    const timer = setTimeout(() => {
+      // A timer may fire a millisecond before the wall clock reaches endsAt: the task has ended now.
+      t.endsAt = Math.min(t.endsAt, Date.now());
+      if (!t.cancelled && !this.#closing) void this.#callBack(t);
+    }, Math.max(0, t.endsAt - Date.now()));
+    timer.unref();
+  }
+
+  async #callBack(t: TaskState): Promise<void> {
+    const cb = this.#taskCallback;
+    if (cb === undefined || t.idempotencyKey === null) return;
+    const body = JSON.stringify(taskBody(this.url, t));
+    const record = { taskId: t.id, status: taskStatus(t), answered: null as number | null };
+    this.callbacks.push(record);
+    try {
+      const res = await fetch(cb.url.replace('{attempt}', encodeURIComponent(t.idempotencyKey)), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'onejob-signature': `sha256=${createHmac('sha256', cb.secret).update(body).digest('hex')}` },
+        body,
+      });
+      record.answered = res.status;
+    } catch {
+      record.answered = 0;
+    }
+  }
+
   #checkAuth(protocol: FakeProtocol, headers: Record<string, string>): { status: number; message: string } | null {
     if (this.#apiKey === undefined) return null;
     const given = protocol === 'openai' ? headers.authorization?.replace(/^Bearer\s+/i, '') : headers['x-api-key'];
@@ -477,8 +731,19 @@ class FakeProviderServer implements FakeProvider {
       sendText(res, status, b.rawBody, extraHeaders);
       return this.#finish(call, 'raw', status);
     }
+    // The work is done: a request with `store: true` is stored, whether or not its answer arrives.
+    const completion = renderCompletion(protocol, call, b);
+    const requested = (call.body ?? {}) as { store?: unknown; metadata?: unknown };
+    if (protocol === 'openai' && requested.store === true) {
+      this.#stored.push({ ...completion, object: 'chat.completion', metadata: typeof requested.metadata === 'object' && requested.metadata !== null ? requested.metadata : {} });
+    }
+    if (b.loseAnswer === true) {
+      this.#finish(call, 'reset');
+      req.socket.resetAndDestroy();
+      return;
+    }
     if (call.stream) return this.#stream(call, b, res, status, extraHeaders, signal);
-    sendJson(res, status, renderCompletion(protocol, call, b), extraHeaders);
+    sendJson(res, status, completion, extraHeaders);
     this.#finish(call, 'replied', status);
   }
 
@@ -890,4 +1155,50 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     };
     signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+function taskStatus(t: TaskState): FakeTask['status'] {
+  if (t.cancelled) return 'canceled';
+  return Date.now() < t.endsAt ? 'processing' : t.final;
+}
+
+function taskView(t: TaskState): FakeTask {
+  const status = taskStatus(t);
+  return { id: t.id, idempotencyKey: t.idempotencyKey, input: t.input, status, output: status === 'succeeded' ? t.output : null, submits: t.submits, cancelRequested: t.cancelRequested };
+}
+
+/** A task as the prediction-style API answers it (CONTRACT §11). */
+function taskBody(base: string, t: TaskState): Record<string, unknown> {
+  const status = taskStatus(t);
+  return {
+    id: t.id,
+    status,
+    ...(status === 'succeeded' ? { output: t.output } : {}),
+    ...(status === 'failed' ? { error: 'the fake task failed (scripted)' } : {}),
+    urls: { get: `${base}/v1/tasks/${t.id}`, cancel: `${base}/v1/tasks/${t.id}/cancel` },
+  };
+}
+
+function responseStatus(r: ResponseState): FakeResponse['status'] {
+  if (r.cancelled) return 'cancelled';
+  return Date.now() < r.endsAt ? 'in_progress' : r.final;
+}
+
+/** A Response object (OpenAI's shape) for a fake background response. */
+function responseBody(r: ResponseState, status: FakeResponse['status']): Record<string, unknown> {
+  const done = status === 'completed';
+  const outputTokens = Math.max(1, Math.ceil(r.text.length / 4));
+  return {
+    id: r.id,
+    object: 'response',
+    created_at: Math.floor(Date.now() / 1000),
+    status,
+    background: true,
+    model: r.model,
+    output: done ? [{ type: 'message', id: `msg_${r.id}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: r.text, annotations: [] }] }] : [],
+    error: status === 'failed' ? { code: 'server_error', message: 'the fake response failed (scripted)' } : null,
+    incomplete_details: null,
+    metadata: r.attemptId === null ? {} : { onejob_attempt_id: r.attemptId },
+    usage: done ? { input_tokens: 5, output_tokens: outputTokens, total_tokens: 5 + outputTokens } : null,
+  };
 }

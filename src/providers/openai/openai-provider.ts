@@ -11,7 +11,7 @@
 import { intentMembers } from '../chat-request.ts';
 import { usageOf } from '../completion-accumulator.ts';
 import { HttpChatProvider, type HttpChatProviderOptions, type StreamDecoder, type WireProtocol } from '../http-chat-provider.ts';
-import type { ChatDelta, ChatRequest, HttpProviderConfig } from '../provider.ts';
+import type { ChatDelta, ChatRequest, HttpProviderConfig, LookupAnswer, LookupRequest } from '../provider.ts';
 import type { OpenAIChatChunk, OpenAIChatCompletion, OpenAIChatRequestBody } from '../wire-types.ts';
 
 /** Options of {@link OpenAIProvider}. */
@@ -31,7 +31,10 @@ export const OPENAI_PROTOCOL: WireProtocol = {
   headers: {},
   authHeaders: (apiKey) => ({ authorization: `Bearer ${apiKey}` }),
   unsupportedMembers: (input) => unsupportedOpenAIMembers(input),
-  body: (input, config, stream) => ({ body: buildOpenAIRequestBody(input, config.model, stream) }),
+  body: (input, config, stream, attempt) => {
+    const body = buildOpenAIRequestBody(input, config.model, stream);
+    return { body: config.lookup === 'stored-completions' ? storedCompletionBody(body, attempt.attemptId) : body };
+  },
   completionDeltas: (body) => openAICompletionDeltas(body),
   streamDecoder: () => new OpenAIStreamDecoder(),
 };
@@ -42,9 +45,67 @@ export const OPENAI_PROTOCOL: WireProtocol = {
  * @example new OpenAIProvider('primary', { type: 'openai', baseUrl: 'http://127.0.0.1:11434/v1', model: 'llama3.2' })
  */
 export class OpenAIProvider extends HttpChatProvider {
+  readonly settleUnknownAfterMs: number | null;
+  readonly #config: HttpProviderConfig;
+
   constructor(name: string, config: HttpProviderConfig, options: OpenAIProviderOptions = {}) {
     super(name, config, OPENAI_PROTOCOL, options);
+    this.#config = config;
+    this.settleUnknownAfterMs = config.settleUnknownAfterMs ?? null;
+    // Only a provider whose requests are stored can be asked about them (CONTRACT §11).
+    if (config.lookup !== 'stored-completions') this.lookup = undefined;
   }
+
+  /**
+   * `lookup: "stored-completions"` (CONTRACT §11): lists
+   * `GET {baseUrl}/chat/completions?metadata[onejob_attempt_id]=<id>`; a
+   * stored completion is the output; none is `not_found`, a definite
+   * `not_found_at_provider` failure only once `maxDurationMs` has passed
+   * since the attempt started (without `maxDurationMs`: never).
+   */
+  lookup?: (request: LookupRequest) => Promise<LookupAnswer> = async (request) => {
+    const url = openAIChatCompletionsUrl(this.#config.baseUrl);
+    url.searchParams.set('metadata[onejob_attempt_id]', request.attemptId);
+    const exchange = await this.getExchange(url, request.signal);
+    if (exchange.kind !== 'response') return { kind: 'error', message: `${this.name}: the stored completions could not be listed (${exchange.kind})` };
+    if (exchange.status < 200 || exchange.status >= 300) return { kind: 'error', message: `${this.name}: listing stored completions answered ${exchange.status}` };
+    let list: unknown;
+    try {
+      list = JSON.parse(exchange.body);
+    } catch {
+      return { kind: 'error', message: `${this.name}: the stored completions list is not JSON` };
+    }
+    const data = (list as { data?: unknown } | null)?.data;
+    if (!Array.isArray(data)) return { kind: 'error', message: `${this.name}: the stored completions list has no data` };
+    const found = data.find((c: { metadata?: Record<string, unknown> } | null) => c?.metadata?.onejob_attempt_id === request.attemptId) ?? data[0];
+    if (found === undefined) {
+      const max = this.#config.maxDurationMs ?? null;
+      if (max !== null && request.now.getTime() - request.startedAt.getTime() >= max) {
+        return {
+          kind: 'failed',
+          error: { code: 'not_found_at_provider', message: `${this.name} stored no completion for attempt ${request.attemptId}, and its maxDurationMs (${max}) has passed`, details: { provider: this.name } },
+        };
+      }
+      return { kind: 'not_found' };
+    }
+    const completion = this.completionOf(found);
+    if ('malformed' in completion) return { kind: 'error', message: `${this.name}: the stored completion cannot be read (${completion.malformed})` };
+    const id = (found as { id?: unknown }).id;
+    return { kind: 'succeeded', completion, raw: found, ...(typeof id === 'string' ? { providerRequestId: id } : {}) };
+  };
+}
+
+/**
+ * A request body that asks OpenAI to store the completion, tagged with the
+ * attempt's id so that it can be found again (CONTRACT §11). The input's own
+ * metadata is kept.
+ *
+ * @example storedCompletionBody({ model: 'gpt-4o-mini', messages }, 'att_1') // { …, store: true, metadata: { onejob_attempt_id: 'att_1' } }
+ */
+export function storedCompletionBody(body: OpenAIChatRequestBody, attemptId: string): OpenAIChatRequestBody {
+  const given = (body as { metadata?: unknown }).metadata;
+  const metadata = typeof given === 'object' && given !== null && !Array.isArray(given) ? (given as Record<string, string>) : {};
+  return { ...body, store: true, metadata: { ...metadata, onejob_attempt_id: attemptId } } as OpenAIChatRequestBody;
 }
 
 /**

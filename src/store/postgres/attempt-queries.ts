@@ -169,6 +169,10 @@ export async function attemptUpdate(db: Queryable, p: AttemptUpdateParams): Prom
     assignments.push(`completion_tokens = $${values.push(set.usage?.completionTokens ?? null)}`, `total_tokens = $${values.push(set.usage?.totalTokens ?? null)}`);
   }
   if (set.costMicros !== undefined) assign('cost_micros', 'c', set.costMicros);
+  if (set.providerRequestId !== undefined) assign('provider_request_id', 'p', set.providerRequestId);
+  if (set.resolvedBy !== undefined) assign('resolved_by', 'rb', set.resolvedBy);
+  if (set.unknownAt !== undefined) assign('unknown_at', 'ua', set.unknownAt);
+  if (set.lookupNextAt !== undefined) assign('lookup_next_at', 'ln', set.lookupNextAt);
   if (set.releaseLease === true) {
     assignments.push('lease_owner = NULL', 'lease_expires_at = NULL');
     shape.push('r');

@@ -95,7 +95,8 @@ a AS (
     prompt_tokens = CASE WHEN $7 THEN $8::bigint ELSE attempts.prompt_tokens END,
     completion_tokens = CASE WHEN $7 THEN $9::bigint ELSE attempts.completion_tokens END,
     total_tokens = CASE WHEN $7 THEN $10::bigint ELSE attempts.total_tokens END,
-    cost_micros = CASE WHEN $7 THEN $11::bigint ELSE attempts.cost_micros END
+    cost_micros = CASE WHEN $7 THEN $11::bigint ELSE attempts.cost_micros END,
+    provider_request_id = COALESCE($14::text, attempts.provider_request_id)
   FROM t, j
   WHERE attempts.owner_id = $1 AND attempts.id = $3
   RETURNING ${qualified(ATTEMPT_COLUMNS, 'attempts')}
@@ -125,8 +126,9 @@ SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
     text: `WITH r AS MATERIALIZED (
   SELECT r.*, COALESCE(r.at, clock_timestamp()) AS now
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::int8[], $9::int8[], $10::int8[], $11::int8[],
-              $12::timestamptz[], $13::text[]) WITH ORDINALITY
-    AS r(owner_id, job_id, attempt_id, lease_owner, lease_token, result, with_usage, prompt_tokens, completion_tokens, total_tokens, cost_micros, at, actor, ord)
+              $12::timestamptz[], $13::text[], $14::text[]) WITH ORDINALITY
+    AS r(owner_id, job_id, attempt_id, lease_owner, lease_token, result, with_usage, prompt_tokens, completion_tokens, total_tokens, cost_micros, at, actor,
+         provider_request_id, ord)
 ),
 j0 AS MATERIALIZED (
   SELECT r.ord, x.ctid AS job_ctid, x.version FROM r CROSS JOIN LATERAL (
@@ -157,7 +159,8 @@ a AS (
     prompt_tokens = CASE WHEN r.with_usage THEN r.prompt_tokens ELSE attempts.prompt_tokens END,
     completion_tokens = CASE WHEN r.with_usage THEN r.completion_tokens ELSE attempts.completion_tokens END,
     total_tokens = CASE WHEN r.with_usage THEN r.total_tokens ELSE attempts.total_tokens END,
-    cost_micros = CASE WHEN r.with_usage THEN r.cost_micros ELSE attempts.cost_micros END
+    cost_micros = CASE WHEN r.with_usage THEN r.cost_micros ELSE attempts.cost_micros END,
+    provider_request_id = COALESCE(r.provider_request_id, attempts.provider_request_id)
   FROM j JOIN r ON r.ord = j.ord
   WHERE attempts.ctid = ANY (ARRAY(SELECT attempt_ctid FROM a0)) AND attempts.ctid = j.attempt_ctid
   RETURNING ${qualified(ATTEMPT_COLUMNS, 'attempts')}, r.actor, r.ord
@@ -212,7 +215,7 @@ export async function attemptSettleWon(db: Queryable, p: SettleWonParams): Promi
     values: [
       p.ownerId, p.jobId, p.attemptId, p.leaseOwner, p.leaseToken, jsonParam(p.result),
       withUsage, p.usage?.promptTokens ?? null, p.usage?.completionTokens ?? null, p.usage?.totalTokens ?? null,
-      withUsage ? (p.costMicros ?? null) : null, p.now, p.actor,
+      withUsage ? (p.costMicros ?? null) : null, p.now, p.actor, p.providerRequestId ?? null,
     ],
   });
   const r = res.rows[0];
@@ -234,6 +237,7 @@ export async function attemptSettleWonMany(db: Queryable, many: readonly SettleW
       ps.map((p) => jsonParam(p.result)), ps.map((p) => p.usage !== undefined),
       ps.map((p) => p.usage?.promptTokens ?? null), ps.map((p) => p.usage?.completionTokens ?? null), ps.map((p) => p.usage?.totalTokens ?? null),
       ps.map((p) => (p.usage !== undefined ? (p.costMicros ?? null) : null)), ps.map((p) => p.now), ps.map((p) => p.actor),
+      ps.map((p) => p.providerRequestId ?? null),
     ],
   });
   const out = new Map<string, { job: Job; attempt: Attempt }>();

@@ -26,6 +26,7 @@ import * as attempts from './attempt-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as jobs from './job-queries.ts';
+import * as lookups from './lookup-queries.ts';
 import * as fast from './fast-path-queries.ts';
 import * as retention from './retention-queries.ts';
 import * as streams from './stream-queries.ts';
@@ -200,6 +201,9 @@ function queriesOn(db: Queryable): DriverQueries {
     certificationUpsert: (row) => certifications.certificationUpsert(db, row),
     certificationList: () => certifications.certificationList(db),
     certificationVerdicts: (providers) => certifications.certificationVerdicts(db, providers),
+    attemptClaimLookups: (params) => lookups.attemptClaimLookups(db, params),
+    attemptDeferLookup: (params) => lookups.attemptDeferLookup(db, params),
+    attemptOldestUnknownAt: () => lookups.attemptOldestUnknownAt(db),
     attemptCountInDoubt: () => admin.attemptCountInDoubt(db),
     jobListAll: (params) => admin.jobListAll(db, params),
     jobGetAnyOwner: (id) => admin.jobGetAnyOwner(db, id),

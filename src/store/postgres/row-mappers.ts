@@ -5,7 +5,7 @@
  * and JSON values into the text written to `json` columns.
  */
 import type { AttemptState, JobState } from '../../core/states.ts';
-import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, SkippedProvider } from '../../core/types.ts';
+import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, ResolvedBy, SkippedProvider } from '../../core/types.ts';
 
 /** The columns of `jobs` every job query selects or returns, in one place. */
 export const JOB_COLUMNS =
@@ -14,7 +14,7 @@ export const JOB_COLUMNS =
 /** The columns of `attempts` every attempt query selects or returns. */
 export const ATTEMPT_COLUMNS =
   'owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at, finished_at, error, lease_owner, lease_token, lease_expires_at, ' +
-  'prompt_tokens, completion_tokens, total_tokens, cost_micros';
+  'prompt_tokens, completion_tokens, total_tokens, cost_micros, provider_request_id, resolved_by, unknown_at, lookup_next_at, lookup_last_at';
 
 /** The columns of `job_events` every event query selects. */
 export const EVENT_COLUMNS = 'owner_id, id, job_id, attempt_id, type, data, at';
@@ -61,6 +61,11 @@ export interface AttemptRow {
   completion_tokens: number | null;
   total_tokens: number | null;
   cost_micros: number | null;
+  provider_request_id: string | null;
+  resolved_by: ResolvedBy | null;
+  unknown_at: Date | null;
+  lookup_next_at: Date | null;
+  lookup_last_at: Date | null;
 }
 
 /** A `job_events` row as selected with {@link EVENT_COLUMNS}. */
@@ -139,6 +144,11 @@ export function attemptFromRow(r: AttemptRow): Attempt {
       ? null
       : { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens ?? 0, totalTokens: r.total_tokens ?? 0 },
     costMicros: r.cost_micros ?? null,
+    providerRequestId: r.provider_request_id ?? null,
+    resolvedBy: r.resolved_by ?? null,
+    unknownAt: r.unknown_at ?? null,
+    lookupNextAt: r.lookup_next_at ?? null,
+    lookupLastAt: r.lookup_last_at ?? null,
   };
 }
 

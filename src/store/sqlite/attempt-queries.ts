@@ -17,7 +17,8 @@ UPDATE attempts SET state = 'succeeded', finished_at = @now, lease_owner = NULL,
   prompt_tokens = CASE WHEN @withUsage THEN @promptTokens ELSE prompt_tokens END,
   completion_tokens = CASE WHEN @withUsage THEN @completionTokens ELSE completion_tokens END,
   total_tokens = CASE WHEN @withUsage THEN @totalTokens ELSE total_tokens END,
-  cost_micros = CASE WHEN @withUsage THEN @costMicros ELSE cost_micros END
+  cost_micros = CASE WHEN @withUsage THEN @costMicros ELSE cost_micros END,
+  provider_request_id = COALESCE(@providerRequestId, provider_request_id)
 WHERE owner_id = @ownerId AND id = @attemptId AND job_id = @jobId AND state IN ('starting', 'running')
   AND lease_owner = @leaseOwner AND lease_token = @leaseToken AND lease_expires_at > @now
   AND EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = @ownerId AND j.id = @jobId AND j.completed_by IS NULL

@@ -37,7 +37,7 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobEventType } from '../../co
 import type {
   JobStreamClaimParams,
   AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, Driver, DriverQueries, EventInsertRow,
-  FirstAttemptRow, JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, LeaseExtendParams, MarkRunningParams, MigrationResult, SettleWonParams,
+  FirstAttemptRow, JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, LeaseExtendParams, LookupClaimParams, LookupDeferParams, MarkRunningParams, MigrationResult, SettleWonParams,
 } from '../driver.ts';
 import { loadMigrations } from '../migration-files.ts';
 import { isTransientDatabaseError } from '../transient-errors.ts';
@@ -48,6 +48,7 @@ import * as R from './retention-queries.ts';
 import * as S from './stream-queries.ts';
 import * as E from './event-queries.ts';
 import * as J from './job-queries.ts';
+import * as L from './lookup-queries.ts';
 import type { InsightQueries } from '../insight-queries.ts';
 import { sqliteInsightQueries } from './insight-queries.ts';
 
@@ -613,6 +614,17 @@ class SqliteDriver implements Driver {
       certificationList: async () => (await all(C.CERTIFICATION_LIST)).map(C.toCertification),
       certificationVerdicts: async (providers) => (providers.length === 0 ? [] : (await all(C.CERTIFICATION_VERDICTS, json(providers))).map(C.toVerdict)),
 
+      attemptClaimLookups: async (p: LookupClaimParams) =>
+        p.providers.length === 0 || p.limit <= 0
+          ? []
+          : (await all(L.LOOKUP_CLAIM, {
+              holder: p.holder, providers: json(p.providers), limit: p.limit, leaseMs: p.leaseMs, firstCheckMs: p.firstCheckMs, now: ms(p.now),
+            })).map(toAttempt),
+      attemptDeferLookup: async (p: LookupDeferParams) =>
+        (await run(L.LOOKUP_DEFER, {
+          ownerId: p.ownerId, id: p.id, holder: p.holder, backoffBaseMs: p.backoffBaseMs, backoffMaxMs: p.backoffMaxMs, now: ms(p.now),
+        })) === 1,
+      attemptOldestUnknownAt: async () => date((await get(L.LOOKUP_OLDEST_UNKNOWN))?.at),
       attemptCountInDoubt: async () => Number((await get(AD.ATTEMPT_COUNT_IN_DOUBT))?.n ?? 0),
       jobListAll: async (p) =>
         (await all(AD.JOB_LIST_ALL, {
@@ -713,6 +725,7 @@ function scriptedWrites(
             ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now,
             withUsage: withUsage ? 1 : 0, promptTokens: p.usage?.promptTokens ?? null, completionTokens: p.usage?.completionTokens ?? null,
             totalTokens: p.usage?.totalTokens ?? null, costMicros: withUsage ? (p.costMicros ?? null) : null,
+            providerRequestId: p.providerRequestId ?? null,
           }],
         },
         { k: 'get', s: J.JOB_SETTLE_WON, if: 0, p: [{ ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, result: json(p.result), now }] },
@@ -761,6 +774,10 @@ function attemptUpdateSql(p: AttemptUpdateParams): { sql: string; params: Record
     Object.assign(params, { promptTokens: s.usage?.promptTokens ?? null, completionTokens: s.usage?.completionTokens ?? null, totalTokens: s.usage?.totalTokens ?? null });
   }
   if (s.costMicros !== undefined) (sets.push('cost_micros = @costMicros'), (params.costMicros = s.costMicros));
+  if (s.providerRequestId !== undefined) (sets.push('provider_request_id = @providerRequestId'), (params.providerRequestId = s.providerRequestId));
+  if (s.resolvedBy !== undefined) (sets.push('resolved_by = @resolvedBy'), (params.resolvedBy = s.resolvedBy));
+  if (s.unknownAt !== undefined) (sets.push('unknown_at = @unknownAt'), (params.unknownAt = ms(s.unknownAt)));
+  if (s.lookupNextAt !== undefined) (sets.push('lookup_next_at = @lookupNextAt'), (params.lookupNextAt = ms(s.lookupNextAt)));
   if (sets.length === 0) throw new Error('attemptUpdate with nothing to set');
   let where = 'owner_id = @ownerId AND id = @id AND state IN (SELECT value FROM json_each(@fromStates))';
   if (p.fence && p.fence.now === null) {
@@ -836,6 +853,11 @@ function toAttempt(r: Row): Attempt {
       ? null
       : { promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens ?? 0), totalTokens: Number(r.total_tokens ?? 0) },
     costMicros: r.cost_micros === null || r.cost_micros === undefined ? null : Number(r.cost_micros),
+    providerRequestId: (r.provider_request_id as string | null | undefined) ?? null,
+    resolvedBy: (r.resolved_by as Attempt['resolvedBy'] | undefined) ?? null,
+    unknownAt: date(r.unknown_at),
+    lookupNextAt: date(r.lookup_next_at),
+    lookupLastAt: date(r.lookup_last_at),
   };
 }
 
