@@ -386,7 +386,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
       await driver.queries.attemptInsert(b1);
       const list = await driver.queries.attemptListByJob('alice', j1.id);
       expect(list.map((a) => a.number)).toEqual([1, 2]);
-      expect(list[0]).toEqual({ ...a1, finishedAt: null, error: null, usage: null, costMicros: null });
+      expect(list[0]).toEqual({ ...a1, finishedAt: null, error: null, usage: null, costMicros: null, providerRequestId: null, resolvedBy: null, unknownAt: null, lookupNextAt: null, lookupLastAt: null });
       const many = await driver.queries.attemptListByJobs('alice', [j2.id, j1.id]);
       // Ordered by job id, then number.
       expect(many.map((a) => a.id)).toEqual(j1.id < j2.id ? [a1.id, a2.id, b1.id] : [b1.id, a1.id, a2.id]);
