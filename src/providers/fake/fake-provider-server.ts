@@ -29,6 +29,7 @@ import {
   type FakeScript,
 } from './fake-behaviour.ts';
 import { fakeRequestAnswer } from './fake-request-answer.ts';
+import { abortableSleep } from '../abortable-sleep.ts';
 
 export type { FakeBehaviour, FakeMatch, FakeProtocol, FakeRule, FakeScript } from './fake-behaviour.ts';
 
@@ -597,7 +598,7 @@ class FakeProviderServer implements FakeProvider {
       }
       const signal = new AbortController().signal;
       if (chosen.gate !== undefined) await this.#waitGate(chosen.gate, signal);
-      if (chosen.delayMs !== undefined && chosen.delayMs > 0) await sleep(chosen.delayMs, signal);
+      if (chosen.delayMs !== undefined && chosen.delayMs > 0) await abortableSleep(chosen.delayMs, signal);
       if (chosen.status !== undefined && chosen.status >= 300) return sendJson(res, chosen.status, { error: { message: 'scripted', ...chosen.error } }, { ...defaultErrorHeaders(chosen.status), ...(chosen.headers ?? {}) });
       const input = (body as { input: unknown }).input;
       const t: TaskState = {
@@ -691,7 +692,7 @@ class FakeProviderServer implements FakeProvider {
 
   async #act(call: MutableCall, b: FakeBehaviour, req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
     if (b.gate !== undefined && !(await this.#waitGate(b.gate, signal))) return;
-    if (b.delayMs !== undefined && b.delayMs > 0 && !(await sleep(b.delayMs, signal))) return;
+    if (b.delayMs !== undefined && b.delayMs > 0 && !(await abortableSleep(b.delayMs, signal))) return;
     if (signal.aborted || res.destroyed) return;
 
     if (b.hang === true) {
@@ -775,7 +776,7 @@ class FakeProviderServer implements FakeProvider {
           return;
         }
       }
-      if (!first && b.chunkDelayMs !== undefined && b.chunkDelayMs > 0 && !(await sleep(b.chunkDelayMs, signal))) return;
+      if (!first && b.chunkDelayMs !== undefined && b.chunkDelayMs > 0 && !(await abortableSleep(b.chunkDelayMs, signal))) return;
       first = false;
       if (signal.aborted || res.destroyed) return;
       lastWrite = written(res, sseEvent(call.protocol, step.event));
@@ -1141,21 +1142,6 @@ function sendText(res: ServerResponse, status: number, text: string, headers: Re
   res.end(text);
 }
 
-/** Resolves true after `ms`, or false as soon as `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 function taskStatus(t: TaskState): FakeTask['status'] {
   if (t.cancelled) return 'canceled';

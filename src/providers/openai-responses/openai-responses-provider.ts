@@ -25,6 +25,7 @@ import { DEFAULT_PROVIDER_TIMEOUT_MS, type OpenAIResponsesProviderConfig } from 
 import type { ChatRequest, LookupAnswer, LookupRequest, NormalizedCompletion, Provider, ProviderOutcome, ProviderRequest, StopRequest } from '../provider.ts';
 import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers } from '../../protocols/responses-upstream.ts';
 import { DEFAULT_TASK_POLL_INTERVAL_MS } from '../task/task-provider.ts';
+import { abortableSleep } from '../abortable-sleep.ts';
 
 const RUNNING = new Set(['queued', 'in_progress']);
 const FAILED = new Set(['failed', 'cancelled', 'incomplete']);
@@ -97,7 +98,7 @@ export class OpenAIResponsesProvider implements Provider {
       // The listener's failure is the caller's business.
     }
     while (reading.kind === 'running') {
-      if (!(await sleep(this.#pollMs, request.signal))) return this.#abandoned(reading.id, reading.status);
+      if (!(await abortableSleep(this.#pollMs, request.signal))) return this.#abandoned(reading.id, reading.status);
       const polled = this.#reading(await this.#get(reading.id, request.signal));
       if ('outcome' in polled) {
         if (request.signal.aborted) return this.#abandoned(reading.id, reading.status);
@@ -190,17 +191,3 @@ function placeholder(provider: string, model: string): NormalizedCompletion {
   return { content: '', finish_reason: 'stop', model, provider, usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }, tool_calls: null };
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}

@@ -31,6 +31,7 @@ import type {
   ProviderRequest,
   StopRequest,
 } from '../provider.ts';
+import { abortableSleep } from '../abortable-sleep.ts';
 
 /** Default pause between two polls of a running task. */
 export const DEFAULT_TASK_POLL_INTERVAL_MS = 1_000;
@@ -161,7 +162,7 @@ export class TaskProvider implements Provider {
     const getUrl = this.#getUrl(reading.task);
     // Follow the task until it ends, or until the caller's signal stops listening (then: in doubt).
     while (reading.kind === 'running') {
-      const waited = await sleep(this.#pollMs, request.signal);
+      const waited = await abortableSleep(this.#pollMs, request.signal);
       if (!waited) return this.#abandoned(reading.task);
       const polled = await this.#get(getUrl, request.signal);
       if (polled.kind === 'not_sent' && polled.aborted) return this.#abandoned(reading.task);
@@ -279,18 +280,3 @@ export function taskLookupAnswer(provider: string, model: string, reading: TaskR
   }
 }
 
-/** Waits `ms`; false when `signal` fired first. */
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
