@@ -53,12 +53,16 @@ export const VIOLATION_KINDS = [
    */
   'stream_owner',
   /**
-   * A gateway client (`/v1/chat/completions`, `/v1/messages`) received text that is not one attempt's: an
-   * answer (or a stream ended with `[DONE]` / `message_stop`) other than the job's stored result, or a
-   * stream broken off (`event: error`) whose text is not the beginning of one attempt's output.
+   * A gateway client (`/v1/chat/completions`, `/v1/messages`, `/v1/responses`) received text that is not one
+   * attempt's: an answer (or a stream ended with `[DONE]` / `message_stop` / `response.completed`) other than
+   * the job's stored result, or a stream broken off (`event: error`, `response.failed`) whose text is not the
+   * beginning of one attempt's output; or a Response `failed` / `cancelled` whose job is not.
    */
   'answer_mismatch',
-  /** A stream that ended with neither its terminator nor `event: error` while the server stayed up, or sent an unreadable event. */
+  /**
+   * A stream that ended with neither its terminator nor `event: error` while the server stayed up, sent an
+   * unreadable event, or (Responses) numbered its events other than `sequence_number` 0, 1, 2, ….
+   */
   'stream_end',
   /** Contracts (CONTRACT §5): a contract route's job won with output its schema refuses, or a conforming output failed as `contract_violation`. */
   'contract_verdict',
@@ -105,6 +109,13 @@ function canon(value: unknown): string {
 function requestCanon(body: unknown): string {
   const b = (body ?? {}) as { route?: unknown; input?: unknown; metadata?: unknown };
   return canon({ route: b.route ?? null, input: b.input ?? null, metadata: b.metadata ?? null });
+}
+
+/** A gateway body without its delivery members (CONTRACT §13: `stream`, `stream_options`, `background` are not intent). */
+function gatewayIntent(op: string, body: unknown): string {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return canon({ op, body: body ?? null });
+  const { stream: _s, stream_options: _o, background: _b, ...intent } = body as Record<string, unknown>;
+  return canon({ op, body: intent });
 }
 
 function storedCanon(job: DbJob): string {
@@ -168,7 +179,12 @@ export function passesSummaryContract(value: unknown): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && typeof (value as { summary?: unknown }).summary === 'string' && Object.keys(value).length === 1;
 }
 
-const GATEWAY_OPS = new Set(['chat', 'messages']);
+/** Creates on the gateway endpoints: the job is named by Onejob-Job-Id, the request is the whole body. */
+const GATEWAY_OPS = new Set(['chat', 'messages', 'responses']);
+/** Entries whose answer is a gateway answer (text or stream) of a job: the creates, and `GET /v1/responses/{id}`. */
+const ANSWER_OPS = new Set([...GATEWAY_OPS, 'response_get']);
+/** A Response's `status` for a job that ended (docs/responses-api.md, Status): `completed` / `incomplete` carry its result. */
+const RESPONSE_STATE: Readonly<Record<string, string>> = { completed: 'succeeded', incomplete: 'succeeded', failed: 'failed', cancelled: 'cancelled' };
 
 interface Observation {
   readonly entry: HistoryEntry;
@@ -203,8 +219,9 @@ export function brief(entry: HistoryEntry): Record<string, unknown> {
     ...(r?.code === undefined ? {} : { code: r.code }),
     ...(job?.id === undefined ? {} : { job: job.id, state: job.state, completed_by: job.completed_by, result: job.result }),
     ...(entry.op === 'resolve' && r?.state !== undefined ? { attempt_state: r.state } : {}),
-    ...(GATEWAY_OPS.has(entry.op) && r?.job_id !== undefined ? { job: r.job_id } : {}),
-    ...(GATEWAY_OPS.has(entry.op) && typeof r?.text === 'string' ? { text: r.text } : {}),
+    ...(ANSWER_OPS.has(entry.op) && r?.job_id !== undefined ? { job: r.job_id } : {}),
+    ...(ANSWER_OPS.has(entry.op) && typeof r?.response_status === 'string' ? { response_status: r.response_status } : {}),
+    ...(ANSWER_OPS.has(entry.op) && typeof r?.text === 'string' ? { text: r.text } : {}),
     ...(entry.replayed === true ? { replayed: true } : {}),
     ...(r?.stream !== undefined ? { stream: r.stream } : {}),
   };
@@ -254,6 +271,7 @@ export function checkRun(input: CheckInput): CheckReport {
     const conflictJob = (e.response as { job_id?: unknown } | undefined)?.job_id;
     if (typeof conflictJob === 'string') remember(historyByJob, conflictJob, e);
     if (e.status !== null && e.status >= 500) note(`answers_${e.status}`);
+    if (e.op === 'responses' || e.op === 'response_get') note(`ops_${e.op}`);
     if (e.outcome !== 'answered') note(`no_answer_${e.outcome}`);
   }
   const excerptOf = (jobId: string | null, extra: readonly unknown[] = []): unknown[] => {
@@ -309,8 +327,8 @@ export function checkRun(input: CheckInput): CheckReport {
       const r = e.response as { job_id?: unknown; code?: unknown } | undefined;
       if (r?.code === 'idempotency_key_reused' || typeof r?.job_id !== 'string') continue;
       gwIds.add(r.job_id);
-      // Fingerprinted with its endpoint (CONTRACT §3: the same body; the route name is part of it).
-      const c = canon({ op: e.op, body: e.body ?? null });
+      // Fingerprinted with its endpoint (CONTRACT §3: the same body; the route name is part of it; delivery is not).
+      const c = gatewayIntent(e.op, e.body);
       if (!boundBodies.has(c)) boundBodies.set(c, e);
       if (e.status === 200 && e.replayed !== true) fresh++;
       if (stored === undefined) add('job_missing', r.job_id, `client ${e.client} was told job ${r.job_id} (Onejob-Job-Id) for key ${e.key}, but no job exists for (${e.owner}, ${e.key})`, [brief(e)]);
@@ -327,8 +345,8 @@ export function checkRun(input: CheckInput): CheckReport {
     }
     for (const e of gateway) {
       const r = e.response as { code?: unknown } | undefined;
-      if (e.status === 409 && r?.code === 'idempotency_key_reused' && boundBodies.has(canon({ op: e.op, body: e.body ?? null }))) {
-        add('bad_conflict', stored?.id ?? null, `409 idempotency_key_reused although the body equals the one the key's job was answered for`, [brief(e), brief(boundBodies.get(canon({ op: e.op, body: e.body ?? null }))!)]);
+      if (e.status === 409 && r?.code === 'idempotency_key_reused' && boundBodies.has(gatewayIntent(e.op, e.body))) {
+        add('bad_conflict', stored?.id ?? null, `409 idempotency_key_reused although the body equals the one the key's job was answered for`, [brief(e), brief(boundBodies.get(gatewayIntent(e.op, e.body))!)]);
       }
     }
   }
@@ -555,10 +573,27 @@ export function checkRun(input: CheckInput): CheckReport {
 
   // 9. What a gateway client received: one attempt's text, never a mix; an ended stream is the stored result.
   for (const e of input.history) {
-    if (!GATEWAY_OPS.has(e.op) || e.status !== 200) continue;
-    const r = e.response as { job_id?: unknown; text?: unknown; stream?: { text: string; end: string; error_code: string | null } } | undefined;
-    const jobId = typeof r?.job_id === 'string' ? r.job_id : null;
+    if (!ANSWER_OPS.has(e.op)) continue;
+    const r = e.response as { job_id?: unknown; text?: unknown; response_status?: unknown; stream?: { text: string; end: string; error_code: string | null; bad_sequence?: string | null } } | undefined;
+    const jobId = typeof r?.job_id === 'string' ? r.job_id : e.op === 'response_get' ? (e.jobId ?? null) : null;
     const job = jobId === null ? undefined : jobsById.get(jobId);
+    if (e.op === 'response_get' && job !== undefined) {
+      // Polling one's own Response: never another owner's, never 404 while its job exists.
+      if (e.status === 200 && job.owner_id !== e.owner) add('cross_owner', jobId, `owner ${e.owner} was shown Response resp_${jobId} of owner ${job.owner_id}`, [brief(e)]);
+      else if (e.status === 404 && job.owner_id === e.owner) add('job_missing', jobId, `client ${e.client} polled its Response resp_${jobId} and was answered 404, but the job exists`, excerptOf(jobId, [brief(e)]));
+    }
+    if (e.status !== 200) continue;
+    if (r?.stream === undefined && typeof r?.response_status === 'string') {
+      // A Response: `queued` / `in_progress` carry no answer yet; a final status must be the job's state.
+      const expected = RESPONSE_STATE[r.response_status];
+      note(`responses_${r.response_status}`);
+      if (expected === undefined) continue;
+      if (job === undefined || job.state !== expected) {
+        add('answer_mismatch', jobId, `client ${e.client} was shown a Response ${r.response_status}, but the job is ${job?.state ?? 'missing'}`, excerptOf(jobId, [brief(e)]));
+        continue;
+      }
+      if (expected !== 'succeeded') continue;
+    }
     if (r?.stream === undefined) {
       if (typeof r?.text !== 'string') continue;
       note('gateway_answers');
@@ -569,6 +604,9 @@ export function checkRun(input: CheckInput): CheckReport {
     }
     const st = r.stream;
     note(`streams_${st.end}${st.end !== 'done' && st.text !== '' ? '_after_text' : ''}`);
+    if (typeof st.bad_sequence === 'string') {
+      add('stream_end', jobId, `a Responses stream of client ${e.client} numbered its events out of order (event index:sequence_number ${st.bad_sequence})`, excerptOf(jobId, [brief(e)]));
+    }
     if (st.end === 'garbled' || (st.end === 'eof' && e.outcome === 'answered')) {
       add('stream_end', jobId, `a stream of client ${e.client} ${st.end === 'garbled' ? 'carried an event that is not JSON' : 'ended with neither its terminator nor event: error'}`, excerptOf(jobId, [brief(e)]));
       continue;

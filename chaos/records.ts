@@ -20,14 +20,20 @@ export type OpKind =
   /** `POST /v1/chat/completions` (streamed or not). */
   | 'chat'
   /** `POST /v1/messages` (streamed or not). */
-  | 'messages';
+  | 'messages'
+  /** `POST /v1/responses` (plain, streamed, or background). */
+  | 'responses'
+  /** `GET /v1/responses/{id}` (polling a background Response). */
+  | 'response_get';
 
 /**
  * What a client read from an SSE answer (`response.stream` of a `chat` /
- * `messages` entry): the text deltas in order and how the stream ended:
- * `done` (`data: [DONE]` / `message_stop`), `error` (`event: error`, with
- * its `code`), `eof` (the body ended, or broke off, with neither), `garbled`
- * (an event that is not JSON).
+ * `messages` / `responses` entry): the text deltas in order
+ * (`response.output_text.delta` for responses) and how the stream ended:
+ * `done` (`data: [DONE]` / `message_stop` / `response.completed`), `error`
+ * (`event: error` with its `code`, or `response.failed`: `response_failed`),
+ * `eof` (the body ended, or broke off, with neither), `garbled` (an event
+ * that is not JSON).
  */
 export interface StreamRecord {
   readonly text: string;
@@ -37,6 +43,11 @@ export interface StreamRecord {
   readonly events: number;
   /** `: keep-alive` comments received. */
   readonly keepalives: number;
+  /**
+   * Responses streams only: the first event whose `sequence_number` was not
+   * the one expected (0, 1, 2, … in order), as `index:got`; null when all were.
+   */
+  readonly bad_sequence?: string | null;
 }
 
 /**

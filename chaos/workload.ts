@@ -7,7 +7,9 @@
  * Besides `POST /v1/jobs` they use the gateway endpoints (CONTRACT §7):
  * `POST /v1/chat/completions` and `POST /v1/messages`, streamed (read as
  * SSE: the text received, how the stream ended) and not, on plain, hedged
- * and contract routes.
+ * and contract routes, and `POST /v1/responses` (docs/responses-api.md):
+ * plain, streamed (Responses events with `sequence_number`), and background
+ * followed by `GET /v1/responses/{id}` polling.
  *
  * Every request becomes one {@link HistoryEntry}: what was sent, what was
  * answered (or that nothing was), and when.
@@ -33,8 +35,8 @@ export interface WorkloadOptions {
   readonly tag: string;
 }
 
-/** The endpoint a key was created on: `POST /v1/jobs`, `/v1/chat/completions` or `/v1/messages`. */
-type Endpoint = 'jobs' | 'chat' | 'messages';
+/** The endpoint a key was created on: `POST /v1/jobs`, `/v1/chat/completions`, `/v1/messages` or `/v1/responses`. */
+type Endpoint = 'jobs' | 'chat' | 'messages' | 'responses';
 
 interface KnownJob {
   readonly id: string;
@@ -49,23 +51,31 @@ interface Message {
   readonly content: string;
 }
 
-/** A `POST /v1/jobs` body, or a chat / messages body (`model` names the route). */
+/** A `POST /v1/jobs` body, a chat / messages body, or a responses body (`model` names the route). */
 type CreateBody =
   | { readonly route: string; readonly input: { readonly messages: readonly Message[] }; readonly metadata?: Record<string, unknown> }
-  | { readonly model: string; readonly messages: readonly Message[]; readonly stream?: boolean; readonly max_tokens?: number; readonly stream_options?: { readonly include_usage: boolean } };
+  | { readonly model: string; readonly messages: readonly Message[]; readonly stream?: boolean; readonly max_tokens?: number; readonly stream_options?: { readonly include_usage: boolean } }
+  | { readonly model: string; readonly input: string; readonly stream?: boolean; readonly background?: boolean };
 
-const OP_OF: Record<Endpoint, OpKind> = { jobs: 'create', chat: 'chat', messages: 'messages' };
-const PATH_OF: Record<Endpoint, string> = { jobs: '/v1/jobs', chat: '/v1/chat/completions', messages: '/v1/messages' };
+const OP_OF: Record<Endpoint, OpKind> = { jobs: 'create', chat: 'chat', messages: 'messages', responses: 'responses' };
+const PATH_OF: Record<Endpoint, string> = { jobs: '/v1/jobs', chat: '/v1/chat/completions', messages: '/v1/messages', responses: '/v1/responses' };
+/** The ops whose answer may be a stream of server-sent events. */
+const STREAMING_OPS: ReadonlySet<OpKind> = new Set(['chat', 'messages', 'responses']);
+/** Response statuses after which a Response no longer changes (docs/responses-api.md, Status). */
+const RESPONSE_FINAL = new Set(['completed', 'incomplete', 'failed', 'cancelled']);
 
 /** The text a message's first user turn carries. */
 function firstText(body: CreateBody): string {
-  return 'route' in body ? body.input.messages[0]!.content : body.messages[0]!.content;
+  if ('route' in body) return body.input.messages[0]!.content;
+  return 'messages' in body ? body.messages[0]!.content : body.input;
 }
 
 /** The same body with other text (a key reused with other input: 409). */
 function edited(body: CreateBody): CreateBody {
-  const messages = [{ role: 'user', content: `${firstText(body)} (edited)` }];
-  return 'route' in body ? { ...body, input: { messages } } : { ...body, messages };
+  const content = `${firstText(body)} (edited)`;
+  const messages = [{ role: 'user', content }];
+  if ('route' in body) return { ...body, input: { messages } };
+  return 'messages' in body ? { ...body, messages } : { ...body, input: content };
 }
 
 /** The same body on another route (a key reused with other input: 409). */
@@ -75,14 +85,16 @@ function rerouted(body: CreateBody): CreateBody {
 }
 
 /**
- * Reads an SSE answer of the chat or messages endpoint: the text deltas in
- * order, and how it ended (`[DONE]` / `message_stop`, `event: error`, or the
- * body just ending).
+ * Reads an SSE answer of the chat, messages or responses endpoint: the text
+ * deltas in order, and how it ended (`[DONE]` / `message_stop` /
+ * `response.completed`, `event: error` or `response.failed`, or the body just
+ * ending). On responses it also checks that `sequence_number` counts 0, 1, 2, ….
  */
 export class SseReader {
-  readonly record: { text: string; end: StreamRecord['end']; error_code: string | null; events: number; keepalives: number } = { text: '', end: 'eof', error_code: null, events: 0, keepalives: 0 };
+  readonly record: { text: string; end: StreamRecord['end']; error_code: string | null; events: number; keepalives: number; bad_sequence?: string | null } = { text: '', end: 'eof', error_code: null, events: 0, keepalives: 0 };
   readonly #parser;
-  constructor(readonly endpoint: 'chat' | 'messages') {
+  constructor(readonly endpoint: 'chat' | 'messages' | 'responses') {
+    if (endpoint === 'responses') this.record.bad_sequence = null;
     this.#parser = createParser({
       onEvent: (ev) => this.#onEvent(ev.event, ev.data),
       onComment: () => {
@@ -108,10 +120,22 @@ export class SseReader {
       r.end = 'garbled';
       return;
     }
-    if (name === 'error' || (this.endpoint === 'messages' && value.type === 'error')) {
+    if (this.endpoint === 'responses' && r.bad_sequence === null && value.sequence_number !== r.events - 1) {
+      r.bad_sequence = `${r.events - 1}:${String(value.sequence_number)}`;
+    }
+    if (name === 'error' || (this.endpoint !== 'chat' && value.type === 'error')) {
       r.end = 'error';
       const e = value.error as { code?: unknown } | undefined;
-      r.error_code = typeof e?.code === 'string' ? e.code : 'unknown';
+      r.error_code = typeof e?.code === 'string' ? e.code : typeof value.code === 'string' ? value.code : 'unknown';
+      return;
+    }
+    if (this.endpoint === 'responses') {
+      if (value.type === 'response.output_text.delta' && typeof value.delta === 'string') r.text += value.delta;
+      else if (value.type === 'response.completed' || value.type === 'response.incomplete') r.end = 'done';
+      else if (value.type === 'response.failed') {
+        r.end = 'error';
+        r.error_code = 'response_failed';
+      }
       return;
     }
     if (this.endpoint === 'chat') {
@@ -128,8 +152,16 @@ export class SseReader {
   }
 }
 
-/** The text of a non-streaming chat / messages answer. */
+/** The text of a non-streaming chat / messages answer, or of a Response (`output[].content[].text` of its messages). */
 function answerText(op: OpKind, b: Record<string, unknown>): string | null {
+  if (op === 'responses' || op === 'response_get') {
+    if (!Array.isArray(b.output)) return null;
+    return (b.output as { type?: unknown; content?: unknown }[])
+      .filter((item) => item.type === 'message' && Array.isArray(item.content))
+      .flatMap((item) => item.content as { type?: unknown; text?: unknown }[])
+      .map((part) => (part.type === 'output_text' && typeof part.text === 'string' ? part.text : ''))
+      .join('');
+  }
   if (op === 'chat') {
     const content = (b.choices as { message?: { content?: unknown } }[] | undefined)?.[0]?.message?.content;
     return typeof content === 'string' ? content : null;
@@ -155,9 +187,16 @@ function trimJob(job: unknown): unknown {
 
 function trimResponse(op: OpKind, body: unknown, jobIdHeader?: string): unknown {
   const header = jobIdHeader === undefined ? {} : { job_id: jobIdHeader };
-  if (typeof body !== 'object' || body === null) return op === 'chat' || op === 'messages' ? { ...header, raw: body } : body;
+  const gateway = op === 'chat' || op === 'messages' || op === 'responses' || op === 'response_get';
+  if (typeof body !== 'object' || body === null) return gateway ? { ...header, raw: body } : body;
   const b = body as Record<string, unknown>;
   if (typeof b.code === 'string') return { code: b.code, ...(b.job_id === undefined ? header : { job_id: b.job_id }), ...(b.attempt_id === undefined ? {} : { attempt_id: b.attempt_id }) };
+  if (op === 'responses' || op === 'response_get') {
+    // A Response names its job in `onejob.job_id` too (docs/responses-api.md); `response_status` is its `status`.
+    const own = (b.onejob as { job_id?: unknown } | undefined)?.job_id;
+    const jobId = jobIdHeader ?? (typeof own === 'string' ? own : undefined);
+    return { ...(jobId === undefined ? {} : { job_id: jobId }), id: b.id, response_status: b.status, text: answerText(op, b) };
+  }
   if (op === 'chat' || op === 'messages') return { ...header, text: answerText(op, b) };
   if (op === 'list') return { data: Array.isArray(b.data) ? b.data.map(trimJob) : b.data };
   if (op === 'resolve') return { id: b.id, state: b.state, number: b.number, job: trimJob(b.job) };
@@ -211,7 +250,7 @@ class Workload {
       const jid = res.headers['onejob-job-id'];
       if (typeof jid === 'string') jobIdHeader = jid;
       const type = String(res.headers['content-type'] ?? '');
-      if ((op === 'chat' || op === 'messages') && type.startsWith('text/event-stream')) {
+      if ((op === 'chat' || op === 'messages' || op === 'responses') && type.startsWith('text/event-stream')) {
         // A stream: what the client received is recorded even when it breaks off (then outcome says how).
         sse = new SseReader(op);
         const decoder = new TextDecoder();
@@ -259,7 +298,7 @@ class Workload {
 }
 
 function retryable(a: Answer): boolean {
-  if (a.entry.op === 'chat' || a.entry.op === 'messages') {
+  if (STREAMING_OPS.has(a.entry.op)) {
     // A gateway client (an SDK) retries what its answer says may be retried: no answer, a 5xx other than
     // a failed job, the 409s with Retry-After, and a stream that broke off (the job goes on; CONTRACT §7).
     const code = (a.entry.response as { code?: unknown; stream?: StreamRecord } | undefined);
@@ -297,6 +336,11 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
       const route = w.pick(ROUTE_NAMES);
       const messages = [{ role: 'user', content: text(k) }];
       if (endpoint === 'jobs') return { route, input: { messages }, ...(w.chance(0.3) ? { metadata: { client: c.name, n: k } } : {}) };
+      if (endpoint === 'responses') {
+        // Plain, streamed, or background (then polled): delivery, not intent (docs/responses-api.md).
+        const d = o.random();
+        return { model: route, input: text(k), ...(d < 0.4 ? { stream: true } : d < 0.7 ? { background: true } : {}) };
+      }
       const stream = w.chance(0.65);
       if (endpoint === 'messages') return { model: route, max_tokens: 256, messages, ...(stream ? { stream: true } : {}) };
       return { model: w.chance(0.2) ? `route:${route}` : route, messages, ...(stream ? { stream: true, ...(w.chance(0.3) ? { stream_options: { include_usage: true } } : {}) } : {}) };
@@ -331,6 +375,16 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
         return job;
       }
       return null;
+    };
+
+    /** Polls a background Response until it is final (bounded: a job in doubt stays `in_progress`). */
+    const poll = async (job: KnownJob): Promise<void> => {
+      for (let i = 0; i < 10 && Date.now() < o.until; i++) {
+        await sleep(200 + Math.floor(o.random() * 600));
+        const a = await w.send(c, 'response_get', 'GET', `/v1/responses/resp_${job.id}`, { jobId: job.id, timeoutMs: 6000 });
+        const status = (a.entry.response as { response_status?: unknown } | undefined)?.response_status;
+        if (a.status === 200 && typeof status === 'string' && RESPONSE_FINAL.has(status)) return;
+      }
     };
 
     /** Watches a job and acts like a user would on what it sees (bounded). */
@@ -381,7 +435,7 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
       if (r < 0.40) {
         // A new job: sometimes a double click, sometimes an impatient client, sometimes a key shared with another owner.
         const e = o.random();
-        const endpoint: Endpoint = e < 0.55 ? 'jobs' : e < 0.8 ? 'chat' : 'messages';
+        const endpoint: Endpoint = e < 0.45 ? 'jobs' : e < 0.65 ? 'chat' : e < 0.8 ? 'messages' : 'responses';
         const shared = endpoint === 'jobs' && w.chance(0.05);
         const key = shared ? `${o.tag}-shared-${Math.floor(o.random() * 20)}` : `${o.tag}-${c.name}-${k}`;
         const body: CreateBody = shared ? { route: 'plain', input: { messages: [{ role: 'user', content: `shared ${key}` }] } } : newBody(k, endpoint);
@@ -395,6 +449,7 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
           answers = [await create(endpoint, key, body)];
         }
         const job = answers.map((a) => remember(a, endpoint, key, body)).find((x) => x !== null);
+        if (job && 'background' in body && body.background === true) await poll(job);
         if (job && w.chance(endpoint === 'jobs' ? 0.8 : 0.4)) await follow(job);
       } else if (r < 0.50 && mine.length > 0) {
         // Key reuse: same key, other input (409) or the same input reordered (a replay).
@@ -421,7 +476,8 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
         const other = w.known.filter((j) => j.owner !== owner);
         if (other.length > 0) {
           const job = w.pick(other);
-          await w.send(c, 'peek', 'GET', w.chance(0.5) ? `/v1/jobs/${job.id}` : `/v1/jobs/${job.id}/attempts`, { jobId: job.id });
+          const path = job.endpoint === 'responses' && w.chance(0.5) ? `/v1/responses/resp_${job.id}` : w.chance(0.5) ? `/v1/jobs/${job.id}` : `/v1/jobs/${job.id}/attempts`;
+          await w.send(c, 'peek', 'GET', path, { jobId: job.id });
         }
       }
       await sleep(20 + Math.floor(o.random() * 150));

@@ -6,6 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { checkRun, formatReport, VIOLATION_KINDS, type ViolationKind } from '../../chaos/checker.ts';
 import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from '../../chaos/records.ts';
+import { SseReader } from '../../chaos/workload.ts';
+import { responsesSseEvent, type ResponsesSseEvent } from '../../src/protocols/openai-responses-stream.ts';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] extends readonly (infer U)[] ? U[] : T[K] };
 
@@ -362,5 +364,147 @@ describe('chaos checker', () => {
     expect(checkRun(run).violations).toEqual([]);
     run.db.jobs[0] = { ...run.db.jobs[0]!, result: { resolved_by: 'nobody' } };
     expect(checkRun(run).violations.map((v) => v.kind)).toContain('result_mismatch');
+  });
+});
+
+// A /v1/responses job (docs/responses-api.md): a background create, polled with GET /v1/responses/{id} until
+// completed, then the same key replayed plain and streamed (`stream` / `background` are delivery, not intent).
+const J4 = 'job_0004';
+const D1 = 'att_0041';
+const RESP = { model: 'plain', input: 'respond' };
+const RESP_TEXT = 'answer p1-4';
+
+function responsesStream(text: string, end: 'done' | 'error' | 'eof' | 'garbled', errorCode: string | null = null, badSequence: string | null = null): Record<string, unknown> {
+  return { ...stream(text, end, errorCode), events: 9, bad_sequence: badSequence };
+}
+
+/** The clean run plus a clean Responses job. */
+function responsesRun(): ReturnType<typeof cleanRun> {
+  const run = cleanRun();
+  run.db.jobs.push({ owner_id: 'alice', id: J4, idempotency_key: 'k4', route: 'plain', input: { messages: [{ role: 'user', content: 'respond' }], stream: true }, metadata: { 'onejob:responses': { model: 'plain' } }, state: 'succeeded', version: 1, completed_by: D1, result: { content: RESP_TEXT, finish_reason: 'stop', model: 'model-p1', provider: 'p1', usage: null }, error: null, created_at: '2026-03-01T11:59:00.000Z', stream_attempt_id: D1 });
+  run.db.attempts.push({ owner_id: 'alice', id: D1, job_id: J4, number: 1, provider: 'p1', kind: 'first', state: 'succeeded', error: null });
+  run.db.events.push(
+    event(31, 'attempt.started', D1, 'r1', { number: 1, provider: 'p1', kind: 'first' }, J4),
+    event(32, 'attempt.running', D1, 'r2', {}, J4),
+    event(33, 'attempt.stream_claimed', D1, 'r3', {}, J4),
+    event(34, 'attempt.succeeded', D1, 'r4', { actor: 'executor:e1' }, J4),
+    event(35, 'job.succeeded', D1, 'r4', { actor: 'executor:e1' }, J4),
+  );
+  const call: ProviderCall = { provider: 'p1', seq: 4, idempotencyKey: `${J4}:1`, jobId: J4, body: {}, behaviour: { reply: RESP_TEXT }, result: 'replied', status: 200 };
+  run.callsBefore = [...run.callsBefore, call];
+  run.callsAfter = [...run.callsAfter, call];
+  const answer = (status: string, text: string): Record<string, unknown> => ({ job_id: J4, id: `resp_${J4}`, response_status: status, text });
+  run.history.push(
+    entry(11, { op: 'responses', method: 'POST', path: '/v1/responses', key: 'k4', body: { ...RESP, background: true }, response: answer('queued', '') }),
+    entry(12, { op: 'response_get', method: 'GET', path: `/v1/responses/resp_${J4}`, jobId: J4, response: answer('in_progress', '') }),
+    entry(13, { op: 'response_get', method: 'GET', path: `/v1/responses/resp_${J4}`, jobId: J4, response: answer('completed', RESP_TEXT) }),
+    entry(14, { op: 'responses', method: 'POST', path: '/v1/responses', key: 'k4', body: RESP, replayed: true, response: answer('completed', RESP_TEXT) }),
+    entry(15, { op: 'responses', method: 'POST', path: '/v1/responses', key: 'k4', body: { ...RESP, stream: true }, replayed: true, response: { job_id: J4, stream: responsesStream(RESP_TEXT, 'done') } }),
+  );
+  return run;
+}
+
+const at = (run: ReturnType<typeof cleanRun>, h: number): number => run.history.findIndex((e) => e.id === h);
+
+describe('chaos checker: /v1/responses', () => {
+  it('passes a clean Responses job: background, polled, replayed plain and streamed', () => {
+    const report = checkRun(responsesRun());
+    expect(formatReport(report)).toMatch(/violations: 0$/);
+    expect(report.notes.ops_responses).toBe(3);
+    expect(report.notes.ops_response_get).toBe(2);
+  });
+
+  it('a Response answer whose output text differs from the stored result is a mismatch', () => {
+    const run = responsesRun();
+    run.history[at(run, 14)] = { ...run.history[at(run, 14)]!, response: { job_id: J4, id: `resp_${J4}`, response_status: 'completed', text: 'answer p2-4' } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toEqual(['answer_mismatch']);
+    const polled = responsesRun();
+    polled.history[at(polled, 13)] = { ...polled.history[at(polled, 13)]!, response: { job_id: J4, id: `resp_${J4}`, response_status: 'completed', text: 'answer p2-4' } };
+    expect(checkRun(polled).violations.map((v) => v.kind)).toEqual(['answer_mismatch']);
+  });
+
+  it('a Responses stream that completed with other text than the stored result is a mismatch', () => {
+    const run = responsesRun();
+    run.history[at(run, 15)] = { ...run.history[at(run, 15)]!, response: { job_id: J4, stream: responsesStream('answer p1-', 'done') } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toEqual(['answer_mismatch']);
+  });
+
+  it('a Response shown failed (or completed) for a job in another state is a mismatch; in_progress is not an answer', () => {
+    const run = responsesRun();
+    run.history[at(run, 13)] = { ...run.history[at(run, 13)]!, response: { job_id: J4, id: `resp_${J4}`, response_status: 'failed', text: '' } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toEqual(['answer_mismatch']);
+    const running = responsesRun();
+    running.db.jobs = running.db.jobs.map((j) => (j.id === J4 ? { ...j, state: 'failed', completed_by: null, result: null } : j));
+    running.db.attempts = running.db.attempts.map((a) => (a.id === D1 ? { ...a, state: 'failed', error: { code: 'provider_rejected' } } : a));
+    running.db.events = running.db.events.filter((ev) => ev.job_id !== J4 || ev.id < 34);
+    running.callsAfter = running.callsAfter.map((c) => (c.idempotencyKey === `${J4}:1` ? { ...c, result: 'rejected', status: 400 } : c));
+    running.callsBefore = running.callsAfter;
+    running.history = running.history.filter((e) => e.id < 13);
+    expect(checkRun(running).violations).toEqual([]);
+    running.history.push(entry(13, { op: 'response_get', method: 'GET', path: `/v1/responses/resp_${J4}`, jobId: J4, response: { job_id: J4, id: `resp_${J4}`, response_status: 'completed', text: RESP_TEXT } }));
+    expect(checkRun(running).violations.map((v) => v.kind)).toEqual(['answer_mismatch']);
+  });
+
+  it('a Responses stream numbered out of order, or cut without its terminator, is a stream_end violation', () => {
+    const run = responsesRun();
+    run.history[at(run, 15)] = { ...run.history[at(run, 15)]!, response: { job_id: J4, stream: responsesStream(RESP_TEXT, 'done', null, '3:4') } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toEqual(['stream_end']);
+    const eof = responsesRun();
+    eof.history[at(eof, 15)] = { ...eof.history[at(eof, 15)]!, response: { job_id: J4, stream: responsesStream('answer', 'eof') } };
+    expect(checkRun(eof).violations.map((v) => v.kind)).toEqual(['stream_end']);
+  });
+
+  it('a Responses stream broken off (error event, response.failed) is checked as the start of an attempt output', () => {
+    const run = responsesRun();
+    run.history[at(run, 15)] = { ...run.history[at(run, 15)]!, response: { job_id: J4, stream: responsesStream('answer p1', 'error', 'response_failed') } };
+    expect(checkRun(run).violations).toEqual([]);
+    run.history[at(run, 15)] = { ...run.history[at(run, 15)]!, response: { job_id: J4, stream: responsesStream('answer p9', 'error', 'provider_stream_error') } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toEqual(['answer_mismatch']);
+  });
+
+  it('responses keys: two fresh answers, another job id, other input answered with the job are violations; delivery flips are not', () => {
+    const fresh = responsesRun();
+    fresh.history[at(fresh, 14)] = { ...fresh.history[at(fresh, 14)]!, replayed: undefined };
+    expect(checkRun(fresh).violations.map((v) => v.kind)).toEqual(['created_twice']);
+    const other = responsesRun();
+    other.history.push(entry(16, { op: 'responses', method: 'POST', path: '/v1/responses', key: 'k4', body: RESP, status: 409, response: { code: 'attempt_in_doubt', job_id: 'job_other' } }));
+    expect(checkRun(other).violations.map((v) => v.kind)).toContain('duplicate_job');
+    const edited = responsesRun();
+    edited.history.push(entry(16, { op: 'responses', method: 'POST', path: '/v1/responses', key: 'k4', body: { ...RESP, input: 'respond (edited)' }, replayed: true, response: { job_id: J4, id: `resp_${J4}`, response_status: 'completed', text: RESP_TEXT } }));
+    expect(checkRun(edited).violations.map((v) => v.kind)).toEqual(['missed_conflict']);
+    const conflict = responsesRun();
+    conflict.history.push(entry(16, { op: 'responses', method: 'POST', path: '/v1/responses', key: 'k4', body: { ...RESP, stream: true }, status: 409, response: { code: 'idempotency_key_reused' } }));
+    expect(checkRun(conflict).violations.map((v) => v.kind)).toEqual(['bad_conflict']);
+  });
+
+  it('polling one own Response: a 404 while its job exists, or another owner shown it, is a violation', () => {
+    const run = responsesRun();
+    run.history[at(run, 12)] = { ...run.history[at(run, 12)]!, status: 404, response: { code: 'job_not_found' } };
+    expect(checkRun(run).violations.map((v) => v.kind)).toEqual(['job_missing']);
+    const bob = responsesRun();
+    bob.history[at(bob, 12)] = { ...bob.history[at(bob, 12)]!, owner: 'bob' };
+    expect(checkRun(bob).violations.map((v) => v.kind)).toEqual(['cross_owner']);
+  });
+});
+
+describe('chaos workload: reading a Responses stream', () => {
+  const sse = (events: Record<string, unknown>[]): string => events.map((e) => responsesSseEvent(e as unknown as ResponsesSseEvent)).join('');
+  const ev = (n: number, type: string, more: Record<string, unknown> = {}): Record<string, unknown> => ({ type, sequence_number: n, ...more });
+
+  it('records the output_text deltas and response.completed as done', () => {
+    const r = new SseReader('responses');
+    const text = sse([ev(0, 'response.created'), ev(1, 'response.output_text.delta', { delta: 'answer ' }), ev(2, 'response.output_text.delta', { delta: 'p1-4' }), ev(3, 'response.completed'), ev(4, 'response.output_text.delta', { delta: ' late' })]);
+    r.feed(text.slice(0, 37));
+    r.feed(text.slice(37));
+    expect(r.record).toMatchObject({ text: 'answer p1-4', end: 'done', error_code: null, events: 4, bad_sequence: null });
+  });
+
+  it('records response.failed and the error event as error, and a sequence_number out of order', () => {
+    const failed = new SseReader('responses');
+    failed.feed(sse([ev(0, 'response.created'), ev(1, 'response.failed')]));
+    expect(failed.record).toMatchObject({ end: 'error', error_code: 'response_failed', bad_sequence: null });
+    const broken = new SseReader('responses');
+    broken.feed(sse([ev(0, 'response.created'), ev(2, 'response.output_text.delta', { delta: 'ans' }), ev(3, 'error', { code: 'provider_stream_error', error: { code: 'provider_stream_error' } })]));
+    expect(broken.record).toMatchObject({ text: 'ans', end: 'error', error_code: 'provider_stream_error', bad_sequence: '1:2' });
   });
 });
