@@ -41,3 +41,12 @@ export function mergeHeaders(...sources: (Readonly<Record<string, string>> | und
   }
   return out;
 }
+
+/**
+ * The headers of a JSON API call that is not a chat request (a task's create, get and cancel; a background
+ * Response's poll and cancel): `accept`, onejob's user agent, `Authorization: Bearer <apiKey>` when one is set,
+ * then the provider's own `headers`, which win.
+ */
+export function jsonApiHeaders(apiKey: string | null | undefined, headers?: Readonly<Record<string, string>>): Record<string, string> {
+  return mergeHeaders({ accept: 'application/json', 'user-agent': ONEJOB_USER_AGENT }, apiKey ? { authorization: `Bearer ${apiKey}` } : undefined, headers);
+}

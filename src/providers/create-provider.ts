@@ -11,6 +11,7 @@ import { TaskProvider } from './task/task-provider.ts';
 import { OpenAIResponsesProvider } from './openai-responses/openai-responses-provider.ts';
 import type { Provider, ProviderConfig } from './provider.ts';
 import { parseFakeScript } from './fake/fake-behaviour.ts';
+import { isHttpUrl } from './http-url.ts';
 
 /** Options of {@link createProvider}. */
 export interface CreateProviderOptions {
@@ -111,14 +112,4 @@ export function providerConfigProblems(name: string, config: unknown): string[] 
     }
   }
   return problems;
-}
-
-function isHttpUrl(value: unknown): boolean {
-  if (typeof value !== 'string') return false;
-  try {
-    const url = new URL(value);
-    return url.protocol === 'http:' || url.protocol === 'https:';
-  } catch {
-    return false;
-  }
 }

@@ -3,6 +3,7 @@
  * `"mcpServers": {"<name>": …}`), and its validation: every problem one line
  * naming the field, as the rest of the config reports them.
  */
+import { isHttpUrl } from '../http-url.ts';
 
 /** The default deadline of one upstream tool call (as for providers): past it the attempt is `unknown`. */
 export const DEFAULT_MCP_TIMEOUT_MS = 20_000;
@@ -94,14 +95,4 @@ export function mcpServerConfigOf(config: Record<string, unknown>): McpServerCon
     cwd: config.cwd as string | undefined,
     timeoutMs,
   };
-}
-
-function isHttpUrl(value: unknown): boolean {
-  if (typeof value !== 'string') return false;
-  try {
-    const url = new URL(value);
-    return url.protocol === 'http:' || url.protocol === 'https:';
-  } catch {
-    return false;
-  }
 }

@@ -16,7 +16,7 @@
  * not done yet: a streamed job's answer arrives whole.
  */
 import type { Dispatcher } from 'undici';
-import { attemptHeaders, mergeHeaders, ONEJOB_USER_AGENT } from '../attempt-headers.ts';
+import { attemptHeaders, jsonApiHeaders, mergeHeaders } from '../attempt-headers.ts';
 import { invalidChatRequestReason } from '../chat-request.ts';
 import { failure, outcomeFromExchange } from '../classify-outcome.ts';
 import { CompletionAccumulator } from '../completion-accumulator.ts';
@@ -143,11 +143,7 @@ export class OpenAIResponsesProvider implements Provider {
   }
 
   #headers(): Record<string, string> {
-    return mergeHeaders(
-      { accept: 'application/json', 'user-agent': ONEJOB_USER_AGENT },
-      this.#config.apiKey ? { authorization: `Bearer ${this.#config.apiKey}` } : undefined,
-      this.#config.headers,
-    );
+    return jsonApiHeaders(this.#config.apiKey, this.#config.headers);
   }
 
   #get(id: string, signal: AbortSignal): Promise<HttpExchange> {

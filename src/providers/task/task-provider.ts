@@ -17,7 +17,7 @@
  * `failed`/`canceled` → a definite failure (`provider_task_failed`).
  */
 import type { Dispatcher } from 'undici';
-import { attemptHeaders, mergeHeaders, ONEJOB_USER_AGENT } from '../attempt-headers.ts';
+import { attemptHeaders, jsonApiHeaders, mergeHeaders } from '../attempt-headers.ts';
 import { outcomeFromExchange, failure } from '../classify-outcome.ts';
 import { createProviderAgent, postJson, type HttpExchange } from '../http-exchange.ts';
 import { DEFAULT_PROVIDER_TIMEOUT_MS, type TaskProviderConfig } from '../provider-config.ts';
@@ -208,11 +208,7 @@ export class TaskProvider implements Provider {
   }
 
   #headers(): Record<string, string> {
-    return mergeHeaders(
-      { accept: 'application/json', 'user-agent': ONEJOB_USER_AGENT },
-      this.#config.apiKey ? { authorization: `Bearer ${this.#config.apiKey}` } : undefined,
-      this.#config.headers,
-    );
+    return jsonApiHeaders(this.#config.apiKey, this.#config.headers);
   }
 
   #getUrl(task: Pick<TaskBody, 'id' | 'urls'>): URL {
