@@ -286,6 +286,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
   });
   // Every /v1/ route lives in this scope, behind its authentication hook; nothing else does.
   app.register(async (v1) => {
+    restrictScope(v1, isV1Path, 'is registered in the authenticated /v1/ scope but is not a /v1/ path');
     v1.addHook('onRequest', requireCredential);
     // The OpenAI SDKs read `error.message` / `error.code`: every problem of a /v1/ route carries that view too
     // (CONTRACT §12; /v1/messages turns it into Anthropic's error body in its own onSend, which runs after this one).
@@ -307,38 +308,35 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     registerEventRoutes(v1, ctx);
     registerCertificationRoutes(v1, ctx);
     registerModelRoutes(v1, ctx);
-    v1.addHook('onRoute', (route) => {
-      const urls = Array.isArray(route.url) ? route.url : [route.url];
-      for (const url of urls) if (!isV1Path(url)) throw new Error(`route ${url} is registered in the authenticated /v1/ scope but is not a /v1/ path`);
-    });
   });
   // The one /v1/ route that authenticates by signature, not by token (CONTRACT §11): its own scope and hook.
   app.register(async (signed) => {
-    signed.addHook('onRoute', (route) => {
-      const urls = Array.isArray(route.url) ? route.url : [route.url];
-      for (const url of urls) if (!SIGNED_PATHS.has(url)) throw new Error(`route ${url} is registered in the signature-authenticated scope but is not one of its routes`);
-    });
+    restrictScope(signed, (url) => SIGNED_PATHS.has(url), 'is registered in the signature-authenticated scope but is not one of its routes');
     registerCallbackRoutes(signed, ctx);
   });
   // The MCP gateway (CONTRACT §14): not under /v1/, behind the same authentication hook in a scope of its own.
   app.register(async (mcp) => {
+    restrictScope(mcp, isMcpPath, 'is registered in the authenticated /mcp scope but is not an /mcp path');
     mcp.addHook('onRequest', requireCredential);
-    mcp.addHook('onRoute', (route) => {
-      const urls = Array.isArray(route.url) ? route.url : [route.url];
-      for (const url of urls) if (!isMcpPath(url)) throw new Error(`route ${url} is registered in the authenticated /mcp scope but is not an /mcp path`);
-    });
     registerMcpRoutes(mcp, ctx, options.mcp ?? null, options.mcpRoutes);
   });
   // Routes that need no token: health, readiness, metrics, the API document and the dashboard's assets.
   app.register(async (open) => {
-    open.addHook('onRoute', (route) => {
-      const urls = Array.isArray(route.url) ? route.url : [route.url];
-      for (const url of urls) if (isV1Path(url) || isMcpPath(url)) throw new Error(`route ${url} is a /v1/ or /mcp path registered outside the authenticated scopes`);
-    });
+    restrictScope(open, (url) => !isV1Path(url) && !isMcpPath(url), 'is a /v1/ or /mcp path registered outside the authenticated scopes');
     registerOpsRoutes(open, ctx);
     registerDashboardRoutes(open);
   });
   return app;
+}
+
+/**
+ * Makes a scope refuse, at start-up, a route whose path does not belong in it (`allowed` false): the guard that a
+ * route never lands outside the authentication it needs, or inside one it does not. Call it before the scope's routes.
+ */
+function restrictScope(scope: FastifyInstance, allowed: (url: string) => boolean, what: string): void {
+  scope.addHook('onRoute', (route) => {
+    for (const url of Array.isArray(route.url) ? route.url : [route.url]) if (!allowed(url)) throw new Error(`route ${url} ${what}`);
+  });
 }
 
 /** A route's declaration of what a read-only token may do with it (route `config`). */
