@@ -22,6 +22,7 @@ import type { OnejobConfig } from '../config/config.ts';
 import type { Store } from '../store/store.ts';
 import { SHARED_SCHEMAS } from './api-schemas.ts';
 import { createApiTokenAuthenticator } from './api-token-auth.ts';
+import { readOnlyRefusal } from './request-owner.ts';
 import type { AppContext, InlineRunner } from './app-context.ts';
 import { JobWatch } from './job-watch.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
@@ -235,7 +236,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     request.principal = principal;
     request.log = request.log.child({ owner: principal.owner });
     if (principal.readOnly && request.method !== 'GET' && request.method !== 'HEAD' && (request.routeOptions.config as RouteAccess | undefined)?.readOnlyAllowed !== true) {
-      throw new OnejobError('read_only_token', 'this API token is read-only: it can read jobs and follow them, not create, resolve or cancel');
+      throw readOnlyRefusal();
     }
   };
 

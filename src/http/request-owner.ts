@@ -53,6 +53,11 @@ export function requestPrincipal(request: FastifyRequest): Principal {
  */
 export function requestWriter(request: FastifyRequest): string {
   const principal = requestPrincipal(request);
-  if (principal.readOnly) throw new OnejobError('read_only_token', 'this API token is read-only: it can read jobs and follow them, not create, resolve or cancel');
+  if (principal.readOnly) throw readOnlyRefusal();
   return principal.owner;
+}
+
+/** The `403 read_only_token` of a read-only token that asked to change something. */
+export function readOnlyRefusal(): OnejobError {
+  return new OnejobError('read_only_token', 'this API token is read-only: it can read jobs and follow them, not create, resolve or cancel');
 }
