@@ -184,6 +184,29 @@ describe('HTTP control plane (for other processes)', () => {
     expect(fake.calls).toEqual([]);
   });
 
+  it('GET /submits counts the creates of each attempt (chat, background response, task) with the reply each chose', async () => {
+    fake.script([{ reply: 'one' }, { reply: 'two' }, { reply: 'three', loseAnswer: true }, { reply: 'four' }]);
+    const att = (id: string) => ({ 'onejob-attempt-id': id });
+    expect((await post('/v1/chat/completions', openaiBody('x'), att('att_chat'))).status).toBe(200);
+    expect((await post('/v1/responses', { model: 'm', input: 'x', background: true }, att('att_resp'))).status).toBe(200);
+    // The task's answer is lost after the work; the same attempt creating again (which onejob never does) counts twice.
+    await expect(post('/v1/tasks', { input: 'x' }, { ...att('att_task'), 'idempotency-key': 'att_task' })).rejects.toThrow();
+    expect((await post('/v1/tasks', { input: 'x' }, { ...att('att_task'), 'idempotency-key': 'att_task' })).status).toBe(200);
+    expect((await post('/v1/chat/completions', openaiBody('no attempt header'))).status).toBe(200);
+
+    const res = await request(`${fake.url}/submits`);
+    const { data } = (await res.body.json()) as { data: { attempt_id: string; submits: number; replies: unknown[] }[] };
+    expect(data).toEqual([
+      { attempt_id: 'att_chat', submits: 1, replies: ['one'] },
+      { attempt_id: 'att_resp', submits: 1, replies: ['two'] },
+      // The second create of an existing task chooses no behaviour: the task is answered as it is.
+      { attempt_id: 'att_task', submits: 2, replies: ['three'] },
+    ]);
+    expect(fake.submits.get('att_task')?.submits).toBe(2);
+    fake.reset();
+    expect(fake.submits.size).toBe(0);
+  });
+
   it('refuses a bad script with 400 and a path', async () => {
     const res = await post('/script', [{ hang: 'yes' }]);
     expect(res.status).toBe(400);

@@ -158,6 +158,13 @@ export interface FakeProvider {
   readonly responses: readonly FakeResponse[];
   /** Questions about earlier work received: stored-completion listings and task reads. */
   readonly lookups: number;
+  /**
+   * Work submitted, per onejob attempt (the `Onejob-Attempt-Id` header of a
+   * chat, messages, background-response or task create; `GET /submits` over
+   * HTTP): how many creates arrived, and the reply each chose. onejob sends
+   * each attempt's work once (CONTRACT §11: a lookup never submits again).
+   */
+  readonly submits: ReadonlyMap<string, FakeSubmits>;
   /** Resolves once call `seq` is finished (replied, reset, closed…), with its record. */
   waitForResult(seq: number): Promise<FakeCall>;
   /** Stops listening and cuts every open connection (hanging calls end as `server-closed`). */
@@ -165,6 +172,14 @@ export interface FakeProvider {
 }
 
 type MutableCall = { -readonly [K in keyof FakeCall]: FakeCall[K] };
+
+/** The creates one attempt sent ({@link FakeProvider.submits}). */
+export interface FakeSubmits {
+  /** Creates received with this attempt's id (1: the work was sent once). */
+  readonly submits: number;
+  /** The scripted `reply` of each create that chose a behaviour (null: none scripted, an echo). */
+  readonly replies: readonly unknown[];
+}
 
 /** A task of the fake's prediction-style API (`POST /v1/tasks`, `GET /v1/tasks/{id}`, `POST /v1/tasks/{id}/cancel`). */
 export interface FakeTask {
@@ -252,6 +267,7 @@ class FakeProviderServer implements FakeProvider {
   readonly #tasks = new Map<string, TaskState>();
   readonly #responses = new Map<string, ResponseState>();
   #lookups = 0;
+  readonly #submits = new Map<string, { submits: number; replies: unknown[] }>();
   #host = '127.0.0.1';
   #port = 0;
 
@@ -313,6 +329,19 @@ class FakeProviderServer implements FakeProvider {
   get lookups(): number {
     return this.#lookups;
   }
+  get submits(): ReadonlyMap<string, FakeSubmits> {
+    return new Map([...this.#submits].map(([id, s]) => [id, { submits: s.submits, replies: [...s.replies] }]));
+  }
+
+  /** Counts a create of `headers`' attempt; `behaviour` is the one it chose, when it chose one. */
+  #noteSubmit(headers: Record<string, string>, behaviour?: FakeBehaviour): void {
+    const id = headers['onejob-attempt-id'];
+    if (id === undefined) return;
+    const s = this.#submits.get(id) ?? { submits: 0, replies: [] };
+    this.#submits.set(id, s);
+    if (behaviour === undefined) s.submits += 1;
+    else s.replies.push(behaviour.reply ?? null);
+  }
 
   script(script: FakeScript | readonly FakeBehaviour[]): void {
     const parsed = parseFakeScript(script);
@@ -353,6 +382,7 @@ class FakeProviderServer implements FakeProvider {
     this.#tasks.clear();
     this.#responses.clear();
     this.#lookups = 0;
+    this.#submits.clear();
   }
 
   waitForCalls(count: number): Promise<readonly FakeCall[]> {
@@ -397,6 +427,7 @@ class FakeProviderServer implements FakeProvider {
     // Control plane, for other processes.
     if (path === '/calls' && method === 'GET') return sendJson(res, 200, { data: this.calls });
     if (path === '/healthz' && method === 'GET') return sendJson(res, 200, { ok: true });
+    if (path === '/submits' && method === 'GET') return sendJson(res, 200, { data: [...this.submits].map(([attemptId, s]) => ({ attempt_id: attemptId, ...s })) });
     if (path === '/v1/models' && method === 'GET') {
       return sendJson(res, 200, { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'onejob' }] });
     }
@@ -449,6 +480,7 @@ class FakeProviderServer implements FakeProvider {
       chunksSent: 0,
     };
     this.#calls.push(call);
+    if (method === 'POST') this.#noteSubmit(headers);
     const controller = new AbortController();
     this.#inFlight.add(controller);
     res.on('close', () => {
@@ -477,6 +509,7 @@ class FakeProviderServer implements FakeProvider {
     }
     call.source = chosen.source;
     call.behaviour = chosen.behaviour;
+    this.#noteSubmit(headers, chosen.behaviour);
     await this.#act(call, chosen.behaviour, req, res, controller.signal);
   }
 
@@ -527,6 +560,7 @@ class FakeProviderServer implements FakeProvider {
     if (id === undefined) {
       if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
       let body: { input?: unknown; model?: unknown; metadata?: { onejob_attempt_id?: unknown }; background?: unknown };
+      this.#noteSubmit(headers);
       try {
         body = JSON.parse((await readBody(req)) ?? '');
       } catch {
@@ -538,6 +572,7 @@ class FakeProviderServer implements FakeProvider {
       } catch (err) {
         return sendJson(res, 400, { error: { message: `fake provider: ${(err as Error).message}` } });
       }
+      this.#noteSubmit(headers, chosen);
       if (chosen.status !== undefined && chosen.status >= 300) return sendJson(res, chosen.status, { error: { message: 'scripted', ...chosen.error } }, { ...defaultErrorHeaders(chosen.status), ...(chosen.headers ?? {}) });
       const items = Array.isArray(body.input) ? (body.input as { role?: string; content?: unknown }[]) : [];
       const lastUser = [...items].reverse().find((i) => i.role === 'user');
@@ -585,6 +620,7 @@ class FakeProviderServer implements FakeProvider {
       }
       if (typeof body !== 'object' || body === null || !('input' in body)) return sendJson(res, 422, { error: { message: 'body must be {"input": …}' } });
       const key = headers['idempotency-key'] ?? null;
+      this.#noteSubmit(headers);
       const existing = key === null ? undefined : [...this.#tasks.values()].find((t) => t.idempotencyKey === key);
       if (existing !== undefined) {
         existing.submits += 1;
@@ -596,6 +632,7 @@ class FakeProviderServer implements FakeProvider {
       } catch (err) {
         return sendJson(res, 400, { error: { message: `fake provider: ${(err as Error).message}` } });
       }
+      this.#noteSubmit(headers, chosen);
       const signal = new AbortController().signal;
       if (chosen.gate !== undefined) await this.#waitGate(chosen.gate, signal);
       if (chosen.delayMs !== undefined && chosen.delayMs > 0) await abortableSleep(chosen.delayMs, signal);
