@@ -14,6 +14,7 @@
  * attempt is `starting`/`running` without a live lease.
  */
 import canonicalizeImport from 'canonicalize';
+import { checkDoubt, repliesByAttempt } from './doubt-checker.ts';
 import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from './records.ts';
 
 /** The kinds of violation the checker reports; each is one promise. */
@@ -66,6 +67,10 @@ export const VIOLATION_KINDS = [
   'stream_end',
   /** Contracts (CONTRACT §5): a contract route's job won with output its schema refuses, or a conforming output failed as `contract_violation`. */
   'contract_verdict',
+  /** Doubt (CONTRACT §11, chaos/doubt-checker.ts): an attempt the lookup can ask about still unknown two minutes after the faults stopped. */
+  'doubt_unresolved',
+  /** An attempt's work sent upstream more than once (the fakes count creates per attempt id). */
+  'double_submit',
 ] as const;
 export type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
@@ -370,6 +375,7 @@ export function checkRun(input: CheckInput): CheckReport {
     if (b?.state === 'succeeded') resolvedResults.set(e.attemptId, [...(resolvedResults.get(e.attemptId) ?? []), b.result]);
     if (b?.state === 'failed') resolvedFailed.add(e.attemptId);
   }
+  const doubtReplies = repliesByAttempt((input.doubt?.submits ?? []).filter((s) => s.fake === 'doubt'));
   const callsByKeyAfter = new Map<string, ProviderCall[]>();
   const callsByJobAfter = new Map<string, ProviderCall[]>();
   for (const c of input.callsAfter) {
@@ -393,6 +399,11 @@ export function checkRun(input: CheckInput): CheckReport {
       }
       const candidates: { from: string; ok: boolean }[] = [];
       for (const given of resolvedResults.get(winner.id) ?? []) candidates.push({ from: 'resolve', ok: canon(given) === canon(job.result) });
+      // Work the doubt fake did for the winner (a response, a task, a stored completion: chaos/doubt-checker.ts).
+      for (const text of doubtReplies.get(winner.id) ?? []) {
+        const r = job.result as { content?: unknown; provider?: unknown } | null;
+        candidates.push({ from: 'doubt fake', ok: r !== null && typeof r === 'object' && sameOutput(r.content, text) && r.provider === winner.provider });
+      }
       for (const call of callsByKeyAfter.get(`${job.id}:${winner.number}`) ?? []) {
         if (call.result !== 'replied' && call.result !== 'raw') continue;
         const r = job.result as { content?: unknown; provider?: unknown } | null;
@@ -694,6 +705,13 @@ export function checkRun(input: CheckInput): CheckReport {
         }
       }
     }
+  }
+
+  // 11. Doubt (CONTRACT §11): askable doubt ends within its window after the faults stopped; no work is sent twice.
+  if (input.doubt !== undefined && input.liveness !== undefined && db.takenAt !== undefined) {
+    const doubt = checkDoubt(input.doubt, db.attempts, input.liveness.quietSince, db.takenAt);
+    for (const f of doubt.findings) add(f.kind, f.jobId, f.message, excerptOf(f.jobId, [f.detail]));
+    for (const [k, n] of Object.entries(doubt.notes)) note(k, n);
   }
 
   for (const j of db.jobs) note(`jobs_${j.state}`);

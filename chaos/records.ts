@@ -7,6 +7,8 @@
  * `node --import tsx chaos/check.ts tmp/chaos/<run>`.
  */
 
+import type { DoubtInput } from './doubt-checker.ts';
+
 /** What a client meant by a request. */
 export type OpKind =
   | 'create'
@@ -124,6 +126,11 @@ export interface DbAttempt {
   readonly started_at?: string;
   readonly lease_owner?: string | null;
   readonly lease_expires_at?: string | null;
+  /** Doubt (CONTRACT §11; absent in runs recorded before it): ISO times, the provider's id, who ended the doubt. */
+  readonly unknown_at?: string | null;
+  readonly finished_at?: string | null;
+  readonly provider_request_id?: string | null;
+  readonly resolved_by?: string | null;
 }
 
 /** A `job_events` row. */
@@ -175,6 +182,8 @@ export interface CheckInput {
   readonly contractRoutes?: readonly string[] | undefined;
   /** The liveness check's inputs; without them it is not run. */
   readonly liveness?: LivenessInput | undefined;
+  /** The doubt rules' inputs (chaos/doubt-checker.ts); without them they are not run. */
+  readonly doubt?: DoubtInput | undefined;
 }
 
 /** When the faults stopped, and how long a job may take to reach an end after that. */

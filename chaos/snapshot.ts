@@ -7,6 +7,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
+import type { DoubtInput } from './doubt-checker.ts';
 import type { CheckInput, DbSnapshot, LivenessInput, ProviderCall } from './records.ts';
 
 /** Reads jobs, attempts and events from a onejob PostgreSQL database. */
@@ -19,7 +20,7 @@ export async function readDatabase(url: string): Promise<DbSnapshot> {
     const iso = (col: string): string => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS ${col}`;
     const now = await c.query<{ taken_at: string }>(`SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS taken_at`);
     const jobs = await c.query(`SELECT owner_id, id, idempotency_key, route, input, metadata, state, version::int AS version, completed_by, result, error, ${iso('created_at')}, stream_attempt_id FROM jobs`);
-    const attempts = await c.query(`SELECT owner_id, id, job_id, number, provider, kind, state, error, ${iso('started_at')}, lease_owner, ${iso('lease_expires_at')} FROM attempts`);
+    const attempts = await c.query(`SELECT owner_id, id, job_id, number, provider, kind, state, error, ${iso('started_at')}, lease_owner, ${iso('lease_expires_at')}, ${iso('unknown_at')}, ${iso('finished_at')}, provider_request_id, resolved_by FROM attempts`);
     const events = await c.query(`SELECT id::int AS id, owner_id, job_id, attempt_id, type, data, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS at FROM job_events ORDER BY id`);
     await c.query('COMMIT');
     return { takenAt: now.rows[0]!.taken_at, jobs: jobs.rows, attempts: attempts.rows, events: events.rows };
@@ -46,12 +47,13 @@ export async function readDatabaseNow(url: string): Promise<string> {
 }
 
 /** Writes the snapshots of a run next to its histories. */
-export function saveSnapshots(dir: string, s: { db: DbSnapshot; callsBefore: readonly ProviderCall[]; callsAfter: readonly ProviderCall[]; hedgedRoutes: readonly string[]; contractRoutes?: readonly string[]; liveness?: LivenessInput }): void {
+export function saveSnapshots(dir: string, s: { db: DbSnapshot; callsBefore: readonly ProviderCall[]; callsAfter: readonly ProviderCall[]; hedgedRoutes: readonly string[]; contractRoutes?: readonly string[]; liveness?: LivenessInput; doubt?: DoubtInput }): void {
   writeFileSync(join(dir, 'db.json'), JSON.stringify(s.db));
   writeFileSync(join(dir, 'calls-before.json'), JSON.stringify(s.callsBefore));
   writeFileSync(join(dir, 'calls-after.json'), JSON.stringify(s.callsAfter));
   writeFileSync(join(dir, 'routes.json'), JSON.stringify({ hedgedRoutes: s.hedgedRoutes, contractRoutes: s.contractRoutes ?? [] }));
   if (s.liveness) writeFileSync(join(dir, 'liveness.json'), JSON.stringify(s.liveness));
+  if (s.doubt) writeFileSync(join(dir, 'doubt.json'), JSON.stringify(s.doubt));
 }
 
 /** Loads everything the checker needs from a run directory. */
@@ -66,5 +68,6 @@ export function loadRun(dir: string): CheckInput {
     hedgedRoutes: read<{ hedgedRoutes: string[] }>('routes.json').hedgedRoutes,
     contractRoutes: read<{ contractRoutes?: string[] }>('routes.json').contractRoutes,
     liveness: existsSync(join(dir, 'liveness.json')) ? read<LivenessInput>('liveness.json') : undefined,
+    doubt: existsSync(join(dir, 'doubt.json')) ? read<DoubtInput>('doubt.json') : undefined,
   };
 }

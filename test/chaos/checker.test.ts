@@ -220,6 +220,15 @@ const plants: Record<ViolationKind, (run: ReturnType<typeof cleanRun>) => void> 
     // Attempt 1's provider replied a conforming {"summary"}, yet the attempt failed as a contract violation.
     run.callsAfter = run.callsAfter.map((c) => (c.idempotencyKey === `${J3}:1` ? { ...c, behaviour: { reply: { summary: 'fine' } } } : c));
   },
+  doubt_unresolved: (run) => {
+    // An attempt on a provider with a lookup went unknown before the faults stopped and is still unknown 30 s later (window 20 s).
+    run.doubt = { lookups: { p2: 'attempt' }, windowMs: 20_000, submits: [] };
+    extraJob(run, 'job_doubt', 'unknown', { provider: 'p2', state: 'unknown', unknown_at: '2026-03-01T11:59:55.000Z', lease_owner: null, lease_expires_at: null });
+  },
+  double_submit: (run) => {
+    // The winning attempt's work reached its provider twice.
+    run.doubt = { lookups: {}, windowMs: 20_000, submits: [{ attempt_id: A2, submits: 1, replies: ['answer p2-1'], fake: 'p2' }, { attempt_id: A2, submits: 1, replies: [], fake: 'doubt' }] };
+  },
 };
 
 /** Turns the streamed job into a hedged one whose attempt 2 is a hedge, with the given events. */
@@ -405,6 +414,59 @@ function responsesRun(): ReturnType<typeof cleanRun> {
 }
 
 const at = (run: ReturnType<typeof cleanRun>, h: number): number => run.history.findIndex((e) => e.id === h);
+
+describe('chaos checker: doubt (CONTRACT §11)', () => {
+  /** A job on a lookup route whose attempt 1 (on `dr`, asked by its id) went unknown and was resolved by lookup. */
+  function doubtRun(attempt: Partial<DbAttempt>, reply = 'doubt answer d-1 in a few words') {
+    const run = cleanRun();
+    const result = { content: reply, finish_reason: 'stop', model: 'model-dr', provider: 'dr', usage: null };
+    run.db.jobs.push({ owner_id: 'alice', id: 'job_d', idempotency_key: 'kd', route: 'doubt-responses', input: BODY.input, metadata: null, state: 'succeeded', version: 1, completed_by: 'att_d', result, error: null, created_at: '2026-03-01T11:59:00.000Z' });
+    run.db.attempts.push({
+      owner_id: 'alice', id: 'att_d', job_id: 'job_d', number: 1, provider: 'dr', kind: 'first', state: 'succeeded', error: null,
+      started_at: '2026-03-01T11:59:00.000Z', lease_owner: null, lease_expires_at: null,
+      unknown_at: '2026-03-01T11:59:03.000Z', finished_at: '2026-03-01T12:00:05.000Z', provider_request_id: 'resp_1', resolved_by: 'lookup', ...attempt,
+    });
+    run.doubt = { lookups: { dr: 'id', ds: 'attempt' }, windowMs: 20_000, submits: [{ attempt_id: 'att_d', submits: 1, replies: ['doubt answer d-1 in a few words'], fake: 'doubt' }] };
+    return run;
+  }
+  const kinds = (run: ReturnType<typeof cleanRun>) => checkRun(run).violations.map((v) => v.kind);
+
+  it('passes doubt resolved by lookup within the window, its result the work the fake did', () => {
+    const report = checkRun(doubtRun({}));
+    expect(report.violations).toEqual([]);
+    expect(report.notes).toMatchObject({ doubt_attempts: 1, doubt_resolved_by_lookup: 1, doubt_resolution_p50_ms: 62_000, submits_counted: 1 });
+  });
+
+  /** The same job still unknown: its attempt not resolved yet. */
+  function unknownRun(attempt: Partial<DbAttempt>) {
+    const run = doubtRun({ state: 'unknown', finished_at: null, resolved_by: null, ...attempt });
+    run.db.jobs = run.db.jobs.map((j) => (j.id === 'job_d' ? { ...j, state: 'unknown', completed_by: null, result: null } : j));
+    return run;
+  }
+
+  it('an attempt still unknown within its window, or never asked because its id never arrived, is no violation', () => {
+    expect(kinds(unknownRun({ unknown_at: '2026-03-01T12:00:15.000Z' }))).toEqual([]);
+    const report = checkRun(unknownRun({ provider_request_id: null }));
+    expect(report.violations).toEqual([]);
+    expect(report.notes.doubt_unaskable_unknown).toBe(1);
+  });
+
+  it('an attempt resolved only after the window, or still unknown past it, is doubt_unresolved; an attempt asked by its attempt id needs no provider id', () => {
+    expect(kinds(doubtRun({ finished_at: '2026-03-01T12:00:25.000Z' }))).toEqual(['doubt_unresolved']);
+    expect(kinds(unknownRun({}))).toEqual(['doubt_unresolved']);
+    expect(kinds(unknownRun({ provider: 'ds', provider_request_id: null }))).toEqual(['doubt_unresolved']);
+  });
+
+  it('a doubt job whose result is not the work the fake did for its winner is a result_mismatch', () => {
+    expect(kinds(doubtRun({}, 'doubt answer d-2 in a few words'))).toEqual(['result_mismatch']);
+  });
+
+  it('two creates of one attempt, even on two fakes, are a double_submit', () => {
+    const run = doubtRun({});
+    run.doubt = { ...run.doubt!, submits: [...run.doubt!.submits, { attempt_id: 'att_d', submits: 1, replies: [], fake: 'doubt' }] };
+    expect(kinds(run)).toEqual(['double_submit']);
+  });
+});
 
 describe('chaos checker: /v1/responses', () => {
   it('passes a clean Responses job: background, polled, replayed plain and streamed', () => {
