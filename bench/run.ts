@@ -21,7 +21,10 @@
  *    delay, statements per second, and who wakes when one job changes. In
  *    the full run and `--only waiting`, not in quick mode.
  *
- * `--only create,storm,chat,stream,timeout,waiting` runs only those sections
+ * 4r. the timeout scenario again with an `openai-responses` primary (doubt
+ *    resolved by the reconciler's lookup, bench/timeout-responses.ts);
+ *
+ * `--only create,storm,chat,stream,timeout,waiting,doubt` runs only those sections
  * and writes bench/results/<date>-only-<sections>.{json,md} (never latest.*).
  *
  * After every onejob series a parity check runs (`bench/lib/parity.ts`): job
@@ -42,6 +45,7 @@ import { runPgbench } from './lib/pgbench.ts';
 import { checkParity, countJobs, settled, type ParityCheck } from './lib/parity.ts';
 import { renderMarkdown, renderSvg } from './lib/report.ts';
 import { median, round, type RunSummary } from './lib/stats.ts';
+import { sectionTimeoutResponses } from './timeout-responses.ts';
 
 const FULL = process.argv.includes('--full');
 const KEEP = process.argv.includes('--keep');
@@ -50,7 +54,7 @@ const ONLY = ((): Set<string> | null => {
   const i = process.argv.indexOf('--only');
   return i >= 0 ? new Set((process.argv[i + 1] ?? '').split(',').filter(Boolean)) : null;
 })();
-const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting'] as const;
+const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting', 'doubt'] as const;
 /** The waiting series (about 80 s) is in the full run and `--only waiting`, not in quick mode (which must stay under 4 minutes). */
 const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : name !== 'waiting' || FULL);
 const SECONDS = FULL ? 15 : 3;
@@ -571,6 +575,9 @@ async function main(): Promise<void> {
   const stream = want('stream') ? await attempt('stream', () => sectionStream()) : null;
   const timeout = want('timeout') ? await attempt('timeout', () => section4()) : null;
   const waiting = want('waiting') ? await attempt('waiting', () => sectionWaiting()) : null;
+  // 4r: the timeout scenario with an openai-responses primary (CONTRACT §11, bench/timeout-responses.ts).
+  const doubt = want('doubt') ? await attempt('doubt', () => sectionTimeoutResponses({ requests: FULL ? 50 : 20, startPortkey, portkeyHeaders, database: `${DB}_doubt`, log })) : null;
+  const dr = (doubt ?? {}) as Record<string, { providerExecutionsPerRequest?: number; succeededWithoutPerson?: number; requests?: number; doubtToResolutionMs?: { p50: number | null; p99: number | null } }>;
 
   const m = (n: string): RunSummary | null => med(n);
   const stormSame = m('storm_same');
@@ -630,6 +637,11 @@ async function main(): Promise<void> {
     waiting_marginal_statements_per_waiter_per_second: marginalPerWaiter(wSmall?.waiting, w?.waiting),
     waiting_wake_own_waiters_answered_share: w?.wake?.ownWaiters ? round((w.wake.ownWaitersAnswered ?? 0) / w.wake.ownWaiters, 3) : null,
     waiting_wake_other_waiters_answered: w?.wake?.otherWaitersAnswered ?? null,
+    doubt_responses_provider_executions_per_request: dr.onejob_responses?.providerExecutionsPerRequest ?? null,
+    doubt_portkey_provider_executions_per_request: dr.portkey_fallback?.providerExecutionsPerRequest ?? null,
+    doubt_responses_succeeded_without_person_share: dr.onejob_responses?.requests ? round((dr.onejob_responses.succeededWithoutPerson ?? 0) / dr.onejob_responses.requests, 3) : null,
+    doubt_responses_resolution_p50_ms: dr.onejob_responses?.doubtToResolutionMs?.p50 ?? null,
+    doubt_responses_resolution_p99_ms: dr.onejob_responses?.doubtToResolutionMs?.p99 ?? null,
   };
   const medians = Object.fromEntries(Object.keys(samples).map((k) => [k, m(k)]));
   const result = {
@@ -649,6 +661,7 @@ async function main(): Promise<void> {
     stream,
     timeout,
     waiting,
+    doubt,
     parity,
     errors,
     elapsedSeconds: round((Date.now() - started) / 1000, 1),
@@ -673,7 +686,7 @@ async function main(): Promise<void> {
   }
   process.stdout.write(`\n${md}\n`);
   if (!KEEP) {
-    for (const name of [DB, `${DB}_chat`, `${DB}_timeout`, `${DB}_waiting`]) await dropDatabase(name);
+    for (const name of [DB, `${DB}_chat`, `${DB}_timeout`, `${DB}_waiting`, `${DB}_doubt`]) await dropDatabase(name);
     for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
   }
   log(`done in ${result.elapsedSeconds} s → bench/results/${ONLY ? `${stamp}-only-${[...ONLY].join('-')}.{json,md}` : 'latest.{json,md,svg}'}`);

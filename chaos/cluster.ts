@@ -17,6 +17,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { doubtProviders, DOUBT_ROUTES, startDoubtFake, type DoubtEndpoint } from './doubt-cluster.ts';
 import { ensureHaproxy, renderHaproxyConfig } from './haproxy.ts';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
@@ -250,6 +251,8 @@ export interface Cluster {
   readonly apiUrls: readonly string[];
   readonly executors: readonly ManagedProcess[];
   readonly fakes: readonly FakeEndpoint[];
+  /** The fake behind the providers with a lookup (chaos/doubt-cluster.ts). */
+  readonly doubt: DoubtEndpoint;
   readonly loadBalancer: ManagedProcess;
   /** Starts a killed process again and waits until it is ready. */
   restart(p: ManagedProcess): Promise<void>;
@@ -329,10 +332,14 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       fakes.push({ name, url, process: p, proxy });
     }
 
+    // The providers with a lookup (CONTRACT §11) and their routes, on a fake of their own.
+    const doubt = await startDoubtFake({ dir: o.dir, env, groups, bin: BIN, port: await freePort(), waitFor, makeProcess: (...a) => new ManagedProcess(...a) });
+    started.push(doubt.process);
+    proxies.push(doubt.proxy);
     const config = {
       apiKeys: API_KEYS,
-      providers: Object.fromEntries(fakes.map((f) => [f.name, { type: 'openai', baseUrl: `http://127.0.0.1:${f.proxy.port}/v1`, model: `model-${f.name}`, timeoutMs: PROVIDER_TIMEOUT_MS, idleTimeoutMs: PROVIDER_TIMEOUT_MS }])),
-      routes: ROUTES,
+      providers: { ...Object.fromEntries(fakes.map((f) => [f.name, { type: 'openai', baseUrl: `http://127.0.0.1:${f.proxy.port}/v1`, model: `model-${f.name}`, timeoutMs: PROVIDER_TIMEOUT_MS, idleTimeoutMs: PROVIDER_TIMEOUT_MS }])), ...doubtProviders(doubt, PROVIDER_TIMEOUT_MS) },
+      routes: { ...ROUTES, ...DOUBT_ROUTES },
       contracts: CONTRACTS,
     };
     const configFile = join(o.dir, 'onejob.config.json');
@@ -443,6 +450,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       apiUrls,
       executors,
       fakes,
+      doubt,
       loadBalancer,
       restart(p) {
         // One restart per process at a time: a second caller (a fault's own restart while the

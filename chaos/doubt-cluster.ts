@@ -36,6 +36,12 @@ export const DOUBT_ROUTES = {
  * has none and cannot be asked), `attempt`, by onejob's own attempt id.
  */
 export const DOUBT_LOOKUPS: Readonly<Record<string, 'id' | 'attempt'>> = { dr: 'id', ds: 'attempt', dt: 'id' };
+/**
+ * How long after the faults stopped an attempt its provider's lookup can ask
+ * about may stay unknown (CONTRACT §11 promises asks with backoff up to 60 s
+ * apart: two of the longest gaps).
+ */
+export const DOUBT_WINDOW_MS = 120_000;
 /** The lookup providers' `maxDurationMs`: "not found" is definite after this long. */
 export const DOUBT_MAX_DURATION_MS = 12_000;
 /** The longest any scripted work of the doubt fake runs (below {@link DOUBT_MAX_DURATION_MS}). */
@@ -253,4 +259,43 @@ export async function fakeSubmits(fakes: readonly { readonly name: string; reado
     for (const s of data) out.push({ ...s, fake: f.name });
   }
   return out;
+}
+
+/**
+ * After the faults stopped: waits until no attempt on a lookup provider that
+ * its lookup can ask about is `unknown`, and no job on a doubt route is
+ * `queued` or `running` (a definite failure found by a lookup moves its job
+ * to its next provider), or until `deadline` (epoch ms). The reconciler does
+ * the work at its real pace (first ask after ~1 s, backoff to 60 s); this
+ * only decides when the snapshot is read, so the doubt rule's two-minute
+ * window is checked in full while a run whose doubt all ended early is not
+ * made to wait for nothing. Returns what was left.
+ */
+export async function waitForDoubt(databaseUrl: string, deadline: number, log: (line: string) => void): Promise<{ askableUnknown: number; openJobs: number }> {
+  const idProviders = Object.entries(DOUBT_LOOKUPS).filter(([, how]) => how === 'id').map(([p]) => p);
+  const attemptProviders = Object.entries(DOUBT_LOOKUPS).filter(([, how]) => how === 'attempt').map(([p]) => p);
+  const pg = (await import('pg')).default;
+  let left = { askableUnknown: 0, openJobs: 0 };
+  let logged = 0;
+  for (;;) {
+    const c = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 10_000 });
+    try {
+      await c.connect();
+      const r = await c.query<{ askable: string; open: string }>(
+        `SELECT (SELECT count(*) FROM attempts WHERE state = 'unknown' AND (provider = ANY($2) OR (provider = ANY($1) AND provider_request_id IS NOT NULL))) AS askable,
+                (SELECT count(*) FROM jobs WHERE state IN ('queued', 'running') AND route = ANY($3)) AS open`,
+        [idProviders, attemptProviders, Object.keys(DOUBT_ROUTES)]);
+      left = { askableUnknown: Number(r.rows[0]!.askable), openJobs: Number(r.rows[0]!.open) };
+    } catch (e) {
+      log(`waiting for doubt to end: ${String(e)}`);
+    } finally {
+      await c.end().catch(() => undefined);
+    }
+    if ((left.askableUnknown === 0 && left.openJobs === 0) || Date.now() >= deadline) return left;
+    if (Date.now() - logged > 15_000) {
+      logged = Date.now();
+      log(`doubt left: ${left.askableUnknown} askable attempts unknown, ${left.openJobs} doubt-route jobs queued/running`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
 }

@@ -23,6 +23,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { checkRun, formatReport, type CheckReport, type Violation } from './checker.ts';
 import { PROVIDER_TIMEOUT_MS, ROUTES, sleep, startCluster, type Cluster } from './cluster.ts';
+import { DOUBT_LOOKUPS, DOUBT_WINDOW_MS, DoubtDirector, fakeSubmits, waitForDoubt } from './doubt-cluster.ts';
+import { DoubtFaults } from './doubt-faults.ts';
+import { runDoubtWorkload } from './doubt-workload.ts';
 import { FakeDirector } from './fake-director.ts';
 import { FaultScheduler } from './faults.ts';
 import { failoverTimes, formatFailoverTimes, HaFaultLoop } from './ha-faults.ts';
@@ -105,10 +108,15 @@ async function main(): Promise<number> {
   try {
     const director = new FakeDirector(c.fakes, random);
     await director.topUp();
+    // Doubt (CONTRACT §11): the lookup providers' fake, its faults and clients (chaos/doubt-*.ts), on a PRNG of their own.
+    const doubtRandom = seededRandom(seed ^ 0x5eed);
+    const doubtDirector = new DoubtDirector(c.doubt, doubtRandom, (p) => c.restart(p));
+    await doubtDirector.topUp();
     let topping = true;
     const topUpLoop = (async () => {
       while (topping) {
         await director.topUp().catch((e: unknown) => log(`top-up failed: ${String(e)}`));
+        await doubtDirector.topUp().catch((e: unknown) => log(`doubt top-up failed: ${String(e)}`));
         await sleep(1000);
       }
     })();
@@ -119,17 +127,22 @@ async function main(): Promise<number> {
     });
     const until = Date.now() + durationMs;
     const haFaults = ha === null ? null : new HaFaultLoop({ ha, clock, file: join(dir, 'faults.jsonl'), log, steadyMs: ci ? 6000 : 15_000, until, readyzUrl: c.apiUrls[0] });
+    const doubtFaults = new DoubtFaults({ director: doubtDirector, random: doubtRandom, clock, file: join(dir, 'faults.jsonl'), everyMs: ci ? 4000 : 5000, killEveryMs: ci ? 20_000 : 40_000, log });
     log('workload and faults start');
     faults.start();
+    doubtFaults.start();
+    const doubtWork = runDoubtWorkload({ url: c.url, clients: 3, until, historyFile: join(dir, 'history.jsonl'), random: doubtRandom, clock, tag: `r${seed}-doubt` });
     haFaults?.start();
     const progress = setInterval(() => log(`… ${faults.records.length + (haFaults?.records.length ?? 0)} faults so far`), 30_000);
     const operations = await runWorkload({
       url: c.url, clients, until, historyFile: join(dir, 'history.jsonl'), random, clock,
       tag: `r${seed}`,
     });
+    const doubtOperations = await doubtWork;
     clearInterval(progress);
-    log(`workload done: ${operations} operations; healing`);
+    log(`workload done: ${operations} operations (and ${doubtOperations} of the doubt clients); healing`);
     await faults.stop();
+    await doubtFaults.stop();
     await haFaults?.stop();
     topping = false;
     await topUpLoop;
@@ -155,16 +168,20 @@ async function main(): Promise<number> {
 
     // The liveness check bites only once its bound has passed since the faults stopped.
     await sleep(Math.max(0, liveness.boundMs - (Date.now() - quietAt)));
+    // The doubt rule's window: the snapshot waits until askable doubt has ended, at most the window (chaos/doubt-cluster.ts).
+    const doubtLeft = await waitForDoubt(c.database.url, quietAt + DOUBT_WINDOW_MS + 2000, log);
+    log(`doubt after ${((Date.now() - quietAt) / 1000).toFixed(0)} s of quiet: ${doubtLeft.askableUnknown} askable attempts unknown, ${doubtLeft.openJobs} doubt-route jobs open`);
     log('reading provider logs and the database');
     const callsBefore = await director.calls();
     const db = await readDatabase(c.database.url);
     const callsAfter = await director.calls();
+    const doubt = { lookups: DOUBT_LOOKUPS, windowMs: DOUBT_WINDOW_MS, submits: [...await doubtDirector.submits(), ...await fakeSubmits(c.fakes)] };
     const hedgedRoutes = Object.entries(ROUTES).filter(([, r]) => 'hedgeAfterMs' in r).map(([name]) => name);
     const contractRoutes = Object.entries(ROUTES).filter(([, r]) => 'contract' in r).map(([name]) => name);
-    saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness });
+    saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness, doubt });
     const history = (await import('./snapshot.ts')).loadRun(dir).history;
-    const allFaults = [...faults.records, ...(haFaults?.records ?? [])];
-    const report = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness });
+    const allFaults = [...faults.records, ...(haFaults?.records ?? []), ...doubtFaults.records];
+    const report = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness, doubt });
     const failovers = haFaults === null ? [] : failoverTimes(history, haFaults.records);
     if (haFaults !== null) writeFileSync(join(dir, 'failovers.json'), JSON.stringify(failovers, null, 2));
     const merged: CheckReport = {
@@ -176,6 +193,7 @@ async function main(): Promise<number> {
       ],
       notes: {
         ...report.notes, workload_operations: report.operations, fuzz_requests: fuzz?.requests ?? 0, fuzz_raw_cases: fuzz?.rawCases ?? 0,
+        doubt_workload_operations: doubtOperations,
         jobs: db.jobs.length, attempts: db.attempts.length, events: db.events.length, provider_calls: callsAfter.length,
         ...Object.fromEntries(Object.entries(countBy(allFaults.map((f) => f.kind))).map(([k, n]) => [`fault_${k}`, n])),
         ...(haFaults === null ? {} : {

@@ -4,7 +4,8 @@
  * 127.0.0.1 at a free port, with one API token (`tok_bench` → `bench`).
  *
  * `--provider-url` configures a route `summarize` whose chain is `primary`
- * (and `fallback` with `--fallback-url`), `openai` type, `--timeout-ms` each,
+ * (and `fallback` with `--fallback-url`), `openai` type (the primary
+ * `openai-responses` with `--provider-type openai-responses`), `--timeout-ms` each,
  * optional `--hedge-ms`. With `--executor`, an executor runs in this process
  * next to the API (what `onejob serve` does, the gateway's jobs leased to it
  * at birth), built through `src/runtime/runtime.ts`.
@@ -50,9 +51,11 @@ if (observe) {
 const pricing = args.pricing ? (([i, o]) => ({ inputPerMTok: Number(i), outputPerMTok: Number(o) }))(args.pricing.split(',')) : undefined;
 const db = args.db ?? 'sqlite::memory:';
 const timeoutMs = Number(args['timeout-ms'] ?? 20_000);
-type BenchProvider = { type: 'openai'; baseUrl: string; model: string; apiKey: string; timeoutMs: number; pricing?: { inputPerMTok: number; outputPerMTok: number } };
+type BenchProvider = { type: 'openai' | 'openai-responses'; baseUrl: string; model: string; apiKey: string; timeoutMs: number; pricing?: { inputPerMTok: number; outputPerMTok: number }; pollIntervalMs?: number; maxDurationMs?: number };
+// `--provider-type openai-responses`: the primary speaks the Responses API in background mode (CONTRACT §11), polled every 100 ms.
+const responsesPrimary = args['provider-type'] === 'openai-responses' ? { type: 'openai-responses' as const, pollIntervalMs: 100, maxDurationMs: 60_000 } : {};
 const providers: Record<string, BenchProvider> = {
-  primary: { type: 'openai', baseUrl: `${args['provider-url'] ?? 'http://127.0.0.1:9'}/v1`, model: 'fake-model', apiKey: 'sk-bench', timeoutMs, ...(pricing ? { pricing } : {}) },
+  primary: { type: 'openai', baseUrl: `${args['provider-url'] ?? 'http://127.0.0.1:9'}/v1`, model: 'fake-model', apiKey: 'sk-bench', timeoutMs, ...(pricing ? { pricing } : {}), ...responsesPrimary },
 };
 if (args['fallback-url']) {
   providers.fallback = { type: 'openai', baseUrl: `${args['fallback-url']}/v1`, model: 'fake-model', apiKey: 'sk-bench', timeoutMs, ...(pricing ? { pricing } : {}) };
