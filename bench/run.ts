@@ -642,6 +642,10 @@ async function main(): Promise<void> {
     doubt_responses_succeeded_without_person_share: dr.onejob_responses?.requests ? round((dr.onejob_responses.succeededWithoutPerson ?? 0) / dr.onejob_responses.requests, 3) : null,
     doubt_responses_resolution_p50_ms: dr.onejob_responses?.doubtToResolutionMs?.p50 ?? null,
     doubt_responses_resolution_p99_ms: dr.onejob_responses?.doubtToResolutionMs?.p99 ?? null,
+    doubt_lookup_provider_executions_per_request: dr.onejob_responses_lookup?.providerExecutionsPerRequest ?? null,
+    doubt_lookup_succeeded_without_person_share: dr.onejob_responses_lookup?.requests ? round((dr.onejob_responses_lookup.succeededWithoutPerson ?? 0) / dr.onejob_responses_lookup.requests, 3) : null,
+    doubt_lookup_resolution_p50_ms: dr.onejob_responses_lookup?.doubtToResolutionMs?.p50 ?? null,
+    doubt_lookup_resolution_p99_ms: dr.onejob_responses_lookup?.doubtToResolutionMs?.p99 ?? null,
   };
   const medians = Object.fromEntries(Object.keys(samples).map((k) => [k, m(k)]));
   const result = {

@@ -88,51 +88,11 @@ export async function sectionTimeoutResponses(d: TimeoutResponsesDeps): Promise<
     };
     d.log(`   portkey_fallback: ${JSON.stringify(out.portkey_fallback)}`);
 
-    // onejob: openai-responses primary, the reconciler asks.
-    const url = await recreateDatabase(d.database);
-    const server = await startServer<{ url: string }>(worker('onejob-server.ts'), [
-      '--db', url, '--provider-url', responsesPrimary.info.url, '--provider-type', 'openai-responses', '--fallback-url', fallback.info.url,
-      '--timeout-ms', String(TIMEOUT_MS), '--executor',
-    ]);
-    try {
-      const base = server.info.url;
-      const tag = `doubt-${Date.now().toString(36)}`;
-      const before1 = { p: await submits(responsesPrimary.info.url), f: await submits(fallback.info.url) };
-      const jobs = await Promise.all(Array.from({ length: d.requests }, async (_, i) => {
-        const t0 = performance.now();
-        const res = await fetch(`${base}/v1/jobs`, { method: 'POST', headers: { ...AUTH, 'idempotency-key': `${tag}-${i}` }, body: JSON.stringify({ route: 'summarize', input: { messages: [{ role: 'user', content: `doubt ${i}` }] } }) });
-        const job = (await res.json()) as { id: string };
-        let state = 'queued';
-        const deadline = Date.now() + 60_000;
-        while (Date.now() < deadline && !['succeeded', 'failed', 'cancelled'].includes(state)) {
-          const j = (await (await fetch(`${base}/v1/jobs/${job.id}?wait=5`, { headers: AUTH })).json()) as { state: string };
-          state = j.state;
-        }
-        return { id: job.id, state, ms: performance.now() - t0 };
-      }));
-      await new Promise((r) => setTimeout(r, 500));
-      const executions = (await submits(responsesPrimary.info.url)) - before1.p + (await submits(fallback.info.url)) - before1.f;
-      const ids = jobs.map((j) => j.id).filter((id) => /^job_[A-Za-z0-9_-]+$/.test(id));
-      const attempts = await adminQuery<{ job_id: string; provider: string; state: string; resolved_by: string | null; doubt_ms: string | null }>(
-        `SELECT job_id, provider, state, resolved_by, (EXTRACT(EPOCH FROM (finished_at - unknown_at)) * 1000)::float8 AS doubt_ms
-           FROM attempts WHERE job_id IN (${ids.map((id) => `'${id}'`).join(', ') || "''"})`, url);
-      const byOperator = new Set(attempts.filter((a) => a.resolved_by === 'operator').map((a) => a.job_id));
-      const doubtMs = attempts.filter((a) => a.doubt_ms !== null && a.resolved_by !== null).map((a) => Number(a.doubt_ms));
-      const resolvedBy: Record<string, number> = {};
-      for (const a of attempts) resolvedBy[`${a.provider}:${a.state}:${a.resolved_by ?? 'own_answer'}`] = (resolvedBy[`${a.provider}:${a.state}:${a.resolved_by ?? 'own_answer'}`] ?? 0) + 1;
-      const states: Record<string, number> = {};
-      for (const j of jobs) states[j.state] = (states[j.state] ?? 0) + 1;
-      out.onejob_responses = {
-        requests: d.requests, providerExecutions: executions, providerExecutionsPerRequest: round(executions / d.requests, 2),
-        jobStates: states,
-        succeededWithoutPerson: jobs.filter((j) => j.state === 'succeeded' && !byOperator.has(j.id)).length,
-        attempts: resolvedBy,
-        doubtToResolutionMs: { p50: quantile(doubtMs, 0.5), p99: quantile(doubtMs, 0.99), n: doubtMs.length },
-        createToEndMs: { p50: quantile(jobs.map((j) => j.ms), 0.5), p99: quantile(jobs.map((j) => j.ms), 0.99) },
-      };
-      d.log(`   onejob_responses: ${JSON.stringify(out.onejob_responses)}`);
-    } finally {
-      await server.stop();
+    // onejob, twice: with the executor's default late-answer grace (it keeps polling the response past the
+    // deadline, 60 s), and with none (it stops at the deadline, as when it dies): then the reconciler's lookup ends the doubt.
+    for (const [name, graceMs] of [['onejob_responses', 60_000], ['onejob_responses_lookup', 0]] as const) {
+      out[name] = await onejobSide(name, graceMs, d, responsesPrimary.info.url, fallback.info.url);
+      d.log(`   ${name}: ${JSON.stringify(out[name])}`);
     }
   } finally {
     await portkey.stop();
@@ -141,4 +101,57 @@ export async function sectionTimeoutResponses(d: TimeoutResponsesDeps): Promise<
     await fallback.stop();
   }
   return { ...out, workMs: WORK_MS, timeoutMs: TIMEOUT_MS };
+}
+
+/** One onejob side: `requests` jobs created at once and followed to their end. */
+async function onejobSide(name: string, graceMs: number, d: TimeoutResponsesDeps, primaryUrl: string, fallbackUrl: string): Promise<Record<string, unknown>> {
+  const url = await recreateDatabase(d.database);
+  const server = await startServer<{ url: string }>(worker('onejob-server.ts'), [
+    '--db', url, '--provider-url', primaryUrl, '--provider-type', 'openai-responses', '--fallback-url', fallbackUrl,
+    '--timeout-ms', String(TIMEOUT_MS), '--executor', '--grace-ms', String(graceMs),
+  ]);
+  try {
+    const base = server.info.url;
+    const tag = `${name}-${Date.now().toString(36)}`;
+    const before = (await submits(primaryUrl)) + (await submits(fallbackUrl));
+    const jobs = await Promise.all(Array.from({ length: d.requests }, async (_, i) => {
+      const t0 = performance.now();
+      const res = await fetch(`${base}/v1/jobs`, { method: 'POST', headers: { ...AUTH, 'idempotency-key': `${tag}-${i}` }, body: JSON.stringify({ route: 'summarize', input: { messages: [{ role: 'user', content: `doubt ${i}` }] } }) });
+      const job = (await res.json()) as { id: string };
+      let state = 'queued';
+      const deadline = Date.now() + 60_000;
+      while (Date.now() < deadline && !['succeeded', 'failed', 'cancelled'].includes(state)) {
+        // `wait` answers at once for a job in doubt (`unknown`): look again every 50 ms then.
+        const j = (await (await fetch(`${base}/v1/jobs/${job.id}?wait=5`, { headers: AUTH })).json()) as { state: string };
+        state = j.state;
+        if (state === 'unknown') await new Promise((r) => setTimeout(r, 50));
+      }
+      return { id: job.id, state, ms: performance.now() - t0 };
+    }));
+    await new Promise((r) => setTimeout(r, 500));
+    const executions = (await submits(primaryUrl)) + (await submits(fallbackUrl)) - before;
+    const ids = jobs.map((j) => j.id).filter((id) => /^job_[A-Za-z0-9_-]+$/.test(id));
+    const attempts = await adminQuery<{ job_id: string; provider: string; state: string; resolved_by: string | null; doubt_ms: string | null }>(
+      `SELECT job_id, provider, state, resolved_by, (EXTRACT(EPOCH FROM (finished_at - unknown_at)) * 1000)::float8 AS doubt_ms
+         FROM attempts WHERE job_id IN (${ids.map((id) => `'${id}'`).join(', ') || "''"})`, url);
+    const byOperator = new Set(attempts.filter((a) => a.resolved_by === 'operator').map((a) => a.job_id));
+    const doubtMs = attempts.filter((a) => a.doubt_ms !== null && a.resolved_by !== null).map((a) => Number(a.doubt_ms));
+    const byOutcome: Record<string, number> = {};
+    for (const a of attempts) {
+      const k = `${a.provider}:${a.state}:${a.resolved_by ?? 'own_answer'}`;
+      byOutcome[k] = (byOutcome[k] ?? 0) + 1;
+    }
+    const states: Record<string, number> = {};
+    for (const j of jobs) states[j.state] = (states[j.state] ?? 0) + 1;
+    return {
+      requests: d.requests, lateAnswerGraceMs: graceMs, providerExecutions: executions, providerExecutionsPerRequest: round(executions / d.requests, 2),
+      jobStates: states,
+      succeededWithoutPerson: jobs.filter((j) => j.state === 'succeeded' && !byOperator.has(j.id)).length,
+      attempts: byOutcome,
+      doubtToResolutionMs: { p50: quantile(doubtMs, 0.5), p99: quantile(doubtMs, 0.99), n: doubtMs.length },
+      createToEndMs: { p50: quantile(jobs.map((j) => j.ms), 0.5), p99: quantile(jobs.map((j) => j.ms), 0.99) },
+    };
+  } finally {
+    await server.stop();
+  }
 }

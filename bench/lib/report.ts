@@ -59,6 +59,15 @@ export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readon
   waiting_marginal_statements_per_waiter_per_second: { op: 'max', value: 0.01, label: 'statements/s one more waiter adds: (2,000 tier − 200 tier) ÷ waiters added (target: none per waiter)' },
   waiting_wake_own_waiters_answered_share: { op: 'eq', value: 1, label: 'share of the changed job\'s 5 waiters answered after its cancel (2,000 tier)' },
   waiting_wake_other_waiters_answered: { op: 'eq', value: 0, label: 'other waiters answered after that one change (2,000 tier)' },
+  doubt_responses_provider_executions_per_request: { op: 'eq', value: 1, label: 'openai-responses primary, work 1 s, 200 ms timeout, a fallback: provider executions per request (bench/timeout-responses.ts)' },
+  doubt_portkey_provider_executions_per_request: { op: 'min', value: 0, label: 'Portkey, same scenario over Chat Completions, fallback on timeout (anchor)' },
+  doubt_responses_succeeded_without_person_share: { op: 'eq', value: 1, label: 'share of those jobs that end succeeded with nobody resolving anything' },
+  doubt_responses_resolution_p50_ms: { op: 'min', value: 0, label: 'ms from the attempt going unknown to its end, p50 (the executor still polling: a late answer)' },
+  doubt_responses_resolution_p99_ms: { op: 'min', value: 0, label: 'the same, p99' },
+  doubt_lookup_provider_executions_per_request: { op: 'eq', value: 1, label: 'the same scenario with no late-answer grace (the reconciler lookup ends the doubt): executions per request' },
+  doubt_lookup_succeeded_without_person_share: { op: 'eq', value: 1, label: 'its share of jobs that end succeeded with nobody resolving anything' },
+  doubt_lookup_resolution_p50_ms: { op: 'min', value: 0, label: 'ms from unknown to resolved by lookup, p50' },
+  doubt_lookup_resolution_p99_ms: { op: 'min', value: 0, label: 'the same, p99' },
 };
 
 function verdict(name: string, v: number | null): string {
