@@ -158,6 +158,7 @@ export class DoubtDirector {
 
   /** A storm: the next `times` creates of `kind` get `behaviour`. */
   async storm(kind: Kind, behaviour: Behaviour, times: number): Promise<void> {
+    if (this.#down) return; // the fake is being killed and restarted: its script starts afresh anyway
     await post(`${this.endpoint.url}/script`, { rules: [{ match: this.#match(kind), behaviour, times }] });
   }
 
