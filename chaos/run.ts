@@ -141,8 +141,8 @@ async function main(): Promise<number> {
     const doubtOperations = await doubtWork;
     clearInterval(progress);
     log(`workload done: ${operations} operations (and ${doubtOperations} of the doubt clients); healing`);
-    await faults.stop();
-    await doubtFaults.stop();
+    // Both at once: the doubt faults stop injecting while the others finish.
+    await Promise.all([faults.stop(), doubtFaults.stop()]);
     await haFaults?.stop();
     topping = false;
     await topUpLoop;
