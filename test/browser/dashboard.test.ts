@@ -330,6 +330,11 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     await phone.getByRole('button', { name: 'Apply' }).click();
     await expect.poll(() => phone.evaluate(() => location.hash)).toMatch(/state=cancelled.*|q=refund-.*state=cancelled/);
     await expect.poll(() => phone.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')))).toEqual([jobs.cancelMe.id]);
+    // The doubt queue on a phone: its table scrolls in its own box, the page does not.
+    await phone.goto(`${server.url}/ui/#/doubt`);
+    await phone.locator('.doubt-table tbody tr').first().waitFor();
+    expect(await phone.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBeLessThanOrEqual(1);
+    await shoot('phone-doubt', phone);
     await phone.close();
   });
 

@@ -95,11 +95,10 @@ export function DoubtScreen({ api, tick }: { api: Api; tick: number }) {
     <section aria-labelledby="doubt-title">
       <h1 id="doubt-title" tabIndex={-1}>In doubt</h1>
       <p class="muted">
-        Attempts whose outcome nobody knows yet: a deadline passed, or the executor that owned the attempt died. onejob never sends
-        one again. Where the provider can be asked (stored completions, background responses, tasks: <strong>asked by onejob</strong> below),
-        the executors ask it with backoff, and the doubt ends by itself when it answers. The rest wait for a late answer, a settle policy,
-        or you: select them and resolve or cancel them at once, with one reason kept on each. To resolve one as succeeded (with its
-        result), open its job.
+        Attempts whose outcome nobody knows yet (a deadline passed, or their executor died); onejob never sends one again.
+        Where the provider can be asked (stored completions, background responses, tasks: <strong>asked by onejob</strong>),
+        onejob asks it with backoff and the doubt ends by itself. The rest wait for a late answer, a settle policy or you:
+        select them and resolve or cancel them at once, with one reason. To resolve one as succeeded, open its job.
       </p>
       <ErrorNote error={page.error} />
       {rows.length === 0 && !page.loading && <p data-testid="doubt-empty">Nothing is in doubt.</p>}

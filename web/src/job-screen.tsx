@@ -148,7 +148,7 @@ function EventLog({ events, attempts }: { events: JobEvent[]; attempts: Attempt[
         </thead>
         <tbody>
           {events.map((e) => {
-            const { reason, actor, ...rest } = e.data as { reason?: unknown; actor?: unknown };
+            const { reason, actor, resolved_by: resolvedBy, error, ...rest } = e.data as { reason?: unknown; actor?: unknown; resolved_by?: unknown; error?: unknown };
             return (
               <tr data-event={e.type}>
                 <td class="nowrap small">{when(e.at)}</td>
@@ -156,7 +156,9 @@ function EventLog({ events, attempts }: { events: JobEvent[]; attempts: Attempt[
                 <td class="small nowrap" title={e.attempt_id ?? ''}>{e.attempt_id ? (numberOf.get(e.attempt_id) ?? e.attempt_id) : ''}</td>
                 <td class="small">
                   {actor !== undefined && actor !== null && <span class="muted">by {String(actor)} </span>}
+                  {typeof resolvedBy === 'string' && <span class="muted">(resolved by {resolvedBy.replace('_', ' ')}) </span>}
                   {reason !== undefined && <Reason reason={reason} />}
+                  {error !== undefined && <Reason reason={error} />}
                   {Object.keys(rest).length > 0 && <code class="event-data">{JSON.stringify(rest)}</code>}
                 </td>
               </tr>
