@@ -553,6 +553,88 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/doubt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The owner's attempts in doubt, oldest first (the dashboard's work queue)
+         * @description Every `unknown` attempt of a job that is not terminal, oldest doubt first (`unknown_at`), with its job's idempotency key, route and a line of its input, and whether its provider can be asked. Resolve, check and cancel them with the attempt and job endpoints.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The previous page's `next_cursor`. */
+                    cursor?: string;
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: ({
+                                /** @description The provider has a lookup: the reconciler asks it, and `POST /v1/attempts/{id}/check` asks it now. */
+                                can_check: boolean;
+                                job: {
+                                    /** Format: date-time */
+                                    created_at: string;
+                                    id: string;
+                                    idempotency_key: string;
+                                    /** @description The input as one line (the last user message's text, else compact JSON), at most 160 characters. */
+                                    input_line: string;
+                                    route: string;
+                                    state: string;
+                                };
+                                /**
+                                 * Format: date-time
+                                 * @description When the provider's `settleUnknownAfterMs` policy resolves it `failed` (null without a policy).
+                                 */
+                                settles_at: string | null;
+                            } & components["schemas"]["Attempt"])[];
+                            next_cursor: string | null;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;

@@ -63,6 +63,16 @@ export interface ReconcilerEvents {
   'error': [unknown];
 }
 
+/** What a reconciler will do about one attempt in doubt: see {@link Reconciler.plan}. */
+export interface ReconcilePlan {
+  /** The provider has a lookup: the reconciler asks it, and `POST /v1/attempts/{id}/check` can. */
+  readonly canCheck: boolean;
+  /** When it is asked next (null when it cannot be asked). */
+  readonly nextCheckAt: Date | null;
+  /** When a `settleUnknownAfterMs` policy settles it `failed` (null without a policy). */
+  readonly settlesAt: Date | null;
+}
+
 /** What applying an answer did. */
 export interface AppliedAnswer {
   /** The settle, when the answer was definite and this applied it; null when it waits (or someone else settled first). */
@@ -111,6 +121,23 @@ export class Reconciler {
   /** Whether `provider` has a lookup this reconciler can ask. */
   canLookUp(provider: string): boolean {
     return typeof this.#o.providers.get(provider)?.lookup === 'function';
+  }
+
+  /**
+   * What this reconciler will do about an attempt in doubt (the dashboard's
+   * doubt queue): whether its provider can be asked, when it is asked next
+   * (its `lookup_next_at`, else `firstCheckMs` after it became unknown: the
+   * due time the store's `claimLookups` reads), and for a provider with a
+   * `settleUnknownAfterMs` policy, when the policy settles it.
+   *
+   * @example reconciler.plan(attempt) // { canCheck: true, nextCheckAt: 2026-…, settlesAt: null }
+   */
+  plan(attempt: Pick<Attempt, 'provider' | 'startedAt' | 'unknownAt' | 'lookupNextAt'>): ReconcilePlan {
+    const provider = this.#o.providers.get(attempt.provider);
+    const canCheck = typeof provider?.lookup === 'function';
+    const nextCheckAt = !canCheck ? null : attempt.lookupNextAt ?? new Date((attempt.unknownAt ?? attempt.startedAt).getTime() + this.#o.firstCheckMs);
+    const policy = !canCheck ? provider?.settleUnknownAfterMs ?? null : null;
+    return { canCheck, nextCheckAt, settlesAt: policy === null ? null : new Date(attempt.startedAt.getTime() + policy) };
   }
 
   /** Starts reading the queue every `everyMs` (nothing to do when no provider can be asked). */

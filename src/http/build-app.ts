@@ -40,6 +40,7 @@ import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerUsageRoutes } from './routes/usage-routes.ts';
 import { registerEventRoutes } from './routes/event-routes.ts';
 import { registerCertificationRoutes } from './routes/certification-routes.ts';
+import { registerDoubtQueueRoutes } from './routes/doubt-queue-routes.ts';
 import { registerDashboardRoutes } from './routes/dashboard-routes.ts';
 import { MCP_PATH, registerMcpRoutes, type McpRoutesOptions } from './routes/mcp-routes.ts';
 import type { McpUpstreams } from '../providers/mcp/mcp-upstreams.ts';
@@ -308,6 +309,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     registerUsageRoutes(v1, ctx);
     registerEventRoutes(v1, ctx);
     registerCertificationRoutes(v1, ctx);
+    registerDoubtQueueRoutes(v1, ctx);
     registerModelRoutes(v1, ctx);
   });
   // The one /v1/ route that authenticates by signature, not by token (CONTRACT §11): its own scope and hook.

@@ -6,8 +6,8 @@
  *
  * Every statement filters by `owner_id`.
  */
-import type { AttemptState, JobState } from '../core/states.ts';
-import type { Job, JobEvent } from '../core/types.ts';
+import { TERMINAL_JOB_STATES, type AttemptState, type JobState } from '../core/states.ts';
+import type { Attempt, Job, JobEvent } from '../core/types.ts';
 
 /** Parameters of {@link InsightQueries.jobSearch}. */
 export interface JobSearchParams {
@@ -56,12 +56,35 @@ export interface UsageTotalRow {
   readonly costMicros: number | null;
 }
 
+/** The terminal job states as an SQL list, `('succeeded', 'failed', 'cancelled')`: generated from `core/states.ts` (STYLE §15). */
+export const TERMINAL_JOB_STATES_SQL = `(${[...TERMINAL_JOB_STATES].map((s) => `'${s}'`).join(', ')})`;
+
+/** Parameters of {@link InsightQueries.doubtQueue}. */
+export interface DoubtQueueParams {
+  readonly ownerId: string;
+  readonly limit: number;
+  /** Rows strictly after this position: (in doubt since, attempt id). */
+  readonly after?: { readonly since: Date; readonly id: string } | undefined;
+}
+
+/** One row of {@link InsightQueries.doubtQueue}: an attempt in doubt and the job it blocks. */
+export interface DoubtRow {
+  readonly attempt: Attempt;
+  readonly job: Pick<Job, 'id' | 'idempotencyKey' | 'route' | 'state' | 'input' | 'createdAt'>;
+}
+
 /** The read model's queries (autocommit). */
 export interface InsightQueries {
   /** The owner's jobs matching every given filter, in `order`, at most `limit`. */
   jobSearch(params: JobSearchParams): Promise<Job[]>;
   /** The owner's attempts grouped by (route, provider, state[, bucket]), ordered by those. */
   usageTotals(params: UsageTotalsParams): Promise<UsageTotalRow[]>;
+  /**
+   * The owner's `unknown` attempts of jobs not yet terminal, each with its
+   * job, in one statement: oldest doubt first (`unknown_at`, else
+   * `started_at`; then id), at most `limit`.
+   */
+  doubtQueue(params: DoubtQueueParams): Promise<DoubtRow[]>;
   /** The owner's events with id greater than `afterId`, by id, at most `limit`. */
   eventListByOwner(ownerId: string, afterId: number, limit: number): Promise<JobEvent[]>;
   /** The owner's greatest event id, 0 when none. */

@@ -11,7 +11,7 @@ import type { JobState } from '../core/states.ts';
 import type { JobEvent, JobWithAttempts } from '../core/types.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { Driver } from './driver.ts';
-import type { UsageTotalRow } from './insight-queries.ts';
+import type { DoubtRow, UsageTotalRow } from './insight-queries.ts';
 import { withAttempts } from './with-attempts.ts';
 
 /** Parameters of {@link Insights.searchJobs}. */
@@ -41,6 +41,21 @@ export interface SearchJobsResult {
   readonly nextCursor: string | null;
 }
 
+/** Parameters of {@link Insights.doubtQueue}. */
+export interface DoubtQueueParams {
+  readonly ownerId: string;
+  /** 1 to 200; default 100. */
+  readonly limit?: number | undefined;
+  /** A previous page's `nextCursor`. */
+  readonly cursor?: string | undefined;
+}
+
+/** One page of {@link Insights.doubtQueue}. */
+export interface DoubtQueueResult {
+  readonly rows: readonly DoubtRow[];
+  readonly nextCursor: string | null;
+}
+
 /** Parameters of {@link Insights.usage}. */
 export interface UsageParams {
   readonly ownerId: string;
@@ -65,6 +80,8 @@ export interface RecordLateUsageParams {
 /** Page sizes of {@link Insights.searchJobs}. */
 export const SEARCH_DEFAULT_LIMIT = 50;
 export const SEARCH_MAX_LIMIT = 200;
+/** The default page of {@link Insights.doubtQueue}. */
+export const DOUBT_DEFAULT_LIMIT = 100;
 
 /** The furthest instant a `Date` can hold: "no upper bound". */
 const END_OF_TIME = new Date(8.64e15);
@@ -112,6 +129,29 @@ export class Insights {
   }
 
   /**
+   * The owner's doubt queue: every `unknown` attempt of a job not yet
+   * terminal, with the job it blocks (key, route, state, input), oldest
+   * doubt first, read in one statement per page.
+   *
+   * @throws OnejobError `invalid_request` for a bad limit or a cursor this server did not issue.
+   * @example const { rows } = await store.insights.doubtQueue({ ownerId: 'alice' });
+   */
+  async doubtQueue(p: DoubtQueueParams): Promise<DoubtQueueResult> {
+    const limit = p.limit ?? DOUBT_DEFAULT_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > SEARCH_MAX_LIMIT) {
+      throw new OnejobError('invalid_request', `limit must be an integer from 1 to ${SEARCH_MAX_LIMIT}`);
+    }
+    const after = p.cursor === undefined ? undefined : decodeDoubtCursor(p.cursor);
+    const rows = await this.#driver.insights.doubtQueue({ ownerId: p.ownerId, limit: limit + 1, after });
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1]?.attempt;
+    return {
+      rows: page,
+      nextCursor: rows.length > limit && last ? encodeDoubtCursor(last.unknownAt ?? last.startedAt, last.id) : null,
+    };
+  }
+
+  /**
    * The owner's attempts started in [since, until), summed by (route,
    * provider, state[, bucket]) in the database: integer tokens and
    * micro-dollars.
@@ -137,6 +177,22 @@ export class Insights {
   lastEventId(ownerId: string): Promise<number> {
     return this.#driver.insights.eventLastId(ownerId);
   }
+}
+
+function encodeDoubtCursor(since: Date, id: string): string {
+  return Buffer.from(JSON.stringify([since.getTime(), id, 'd'])).toString('base64url');
+}
+
+function decodeDoubtCursor(cursor: string): { since: Date; id: string } {
+  try {
+    const v: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(v) && v.length === 3 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string' && /^[!-~]{1,200}$/.test(v[1]) && v[2] === 'd') {
+      return { since: new Date(v[0] as number), id: v[1] };
+    }
+  } catch {
+    // fall through
+  }
+  throw new OnejobError('invalid_request', 'cursor is not one this server issued for the doubt queue');
 }
 
 function encodeSearchCursor(createdAt: Date, id: string, order: 'newest' | 'oldest'): string {

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { meterUsage } from '../../src/core/usage.ts';
 import { openStore } from '../../src/store/open-store.ts';
+import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const BIN = join(ROOT, 'bin/onejob');
@@ -30,8 +31,13 @@ export const CHROMIUM_ARGS = [
 
 const SUMMARY = { summary: 'Three attempts, one result: the loser still cost money.' };
 
-/** The config the server runs with. */
-export function dashboardConfig(dbPath: string): Record<string, unknown> {
+/**
+ * The config the server runs with. `taskServiceUrl`: a fake task service (a
+ * provider with a lookup, CONTRACT §11) behind route `render`; its renders
+ * run for an hour, so an attempt on it goes into doubt after its 800 ms and
+ * stays there, asked by the reconciler.
+ */
+export function dashboardConfig(dbPath: string, taskServiceUrl?: string): Record<string, unknown> {
   const usage = (p: number, c: number) => ({ prompt_tokens: p, completion_tokens: c });
   return {
     database: `sqlite:${dbPath}`,
@@ -62,11 +68,13 @@ export function dashboardConfig(dbPath: string): Record<string, unknown> {
         type: 'fake', protocol: 'openai', model: 'budget-0', timeoutMs: 3000,
         script: { default: { reply: 'Sure! Here is a summary, not JSON.', usage: usage(400, 40) } },
       },
+      ...(taskServiceUrl ? { renderer: { type: 'task', baseUrl: `${taskServiceUrl}/v1/tasks`, model: 'render-1', timeoutMs: 800, pollIntervalMs: 200 } } : {}),
     },
     routes: {
       demo: { providers: ['primary', 'fallback'] },
       hedged: { providers: ['primary', 'fallback'], hedgeAfterMs: 300 },
       summary: { providers: ['primary', 'fallback', 'budget'], contract: 'summary' },
+      ...(taskServiceUrl ? { render: { providers: ['renderer'] } } : {}),
     },
     contracts: {
       summary: {
@@ -141,6 +149,8 @@ export interface DashboardServer {
   /** The id of the seeded hedge race ({@link seedHedgeRace}). */
   readonly hedgeRaceJobId: string;
   readonly dir: string;
+  /** The fake task service behind route `render`. */
+  readonly tasks: FakeProvider;
   /** Calls the API as `token` (default Alice's). */
   api(method: string, path: string, body?: unknown, headers?: Record<string, string>, token?: string): Promise<{ status: number; body: any }>;
   /** Creates a job on `route` whose user message is `text`. */
@@ -156,18 +166,16 @@ export function ensureDashboardBuilt(): void {
   execFileSync('npm', ['run', 'build:web'], { cwd: ROOT, stdio: 'inherit' });
 }
 
-/** Starts `bin/onejob serve` on a free port with {@link dashboardConfig}, after a real `onejob verify`. */
-export async function startDashboardServer(): Promise<DashboardServer> {
-  const dir = mkdtempSync(join(tmpdir(), 'onejob-dashboard-'));
-  const configPath = join(dir, 'onejob.config.json');
-  const config = dashboardConfig(join(dir, 'onejob.db'));
-  writeFileSync(configPath, JSON.stringify(config, null, 2));
-  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
-  // Certifications for real: primary and fallback pass the contract, budget fails it (exit 1 is expected).
-  await new Promise<void>((done) => execFile(BIN, ['verify', '--config', configPath], { env, cwd: dir, timeout: 60_000 }, () => done()));
-  const hedgeRaceJobId = await seedHedgeRace(join(dir, 'onejob.db'), config);
+/** A `bin/onejob serve` child, listening and ready. */
+interface Served {
+  readonly url: string;
+  readonly child: ChildProcess;
+}
+
+/** Spawns `bin/onejob serve <args>` in `dir` on a free loopback port and waits until `/readyz` answers. */
+async function serve(dir: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<Served> {
   const port = await freePort();
-  const child: ChildProcess = spawn(BIN, ['serve', '--config', configPath, '--port', String(port), '--host', '127.0.0.1'], { env, cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child: ChildProcess = spawn(BIN, ['serve', ...args, '--port', String(port), '--host', '127.0.0.1'], { env, cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
   const url = `http://127.0.0.1:${port}`;
@@ -178,9 +186,59 @@ export async function startDashboardServer(): Promise<DashboardServer> {
     } catch {
       // not listening yet
     }
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`onejob serve did not become ready: ${stderr}`);
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`onejob serve did not become ready: ${stderr}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
+  return { url, child };
+}
+
+/** Stops a served child: SIGTERM, then SIGKILL after 15 s. */
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** The demo as a new user starts it: `bin/onejob serve` with no config at all, in an empty folder (src/cli/demo-config.ts). */
+export async function startDemoServer(): Promise<{ url: string; close(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'onejob-demo-'));
+  const env = { PATH: process.env.PATH ?? '', HOME: dir };
+  const { url, child } = await serve(dir, [], env);
+  return {
+    url,
+    async close() {
+      await stop(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Starts `bin/onejob serve` on a free port with {@link dashboardConfig}, after a real `onejob verify`. */
+export async function startDashboardServer(): Promise<DashboardServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'onejob-dashboard-'));
+  const configPath = join(dir, 'onejob.config.json');
+  // A task service with a lookup, whose renders outlast their attempt's deadline: doubt that onejob asks about.
+  const tasks = await startFakeProvider({ script: { default: { task: { runMs: 3_600_000, output: { url: 'https://cdn.example/render.png' } } } } });
+  const config = dashboardConfig(join(dir, 'onejob.db'), tasks.url);
+  writeFileSync(configPath, JSON.stringify(config, null, 2));
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
+  // Certifications for real: primary and fallback pass the contract, budget fails it (exit 1 is expected).
+  await new Promise<void>((done) => execFile(BIN, ['verify', '--config', configPath], { env, cwd: dir, timeout: 60_000 }, () => done()));
+  const hedgeRaceJobId = await seedHedgeRace(join(dir, 'onejob.db'), config);
+  let served: Served;
+  try {
+    served = await serve(dir, ['--config', configPath], env);
+  } catch (e) {
+    await tasks.close();
+    throw e;
+  }
+  const { url, child } = served;
   const api: DashboardServer['api'] = async (method, path, body, headers = {}, token = ALICE_TOKEN) => {
     const res = await fetch(url + path, {
       method,
@@ -194,6 +252,7 @@ export async function startDashboardServer(): Promise<DashboardServer> {
     url,
     hedgeRaceJobId,
     dir,
+    tasks,
     api,
     async createJob(key, route, text, token) {
       const res = await api('POST', '/v1/jobs', { route, input: { messages: [{ role: 'user', content: text }] } }, { 'idempotency-key': key }, token);
@@ -208,13 +267,8 @@ export async function startDashboardServer(): Promise<DashboardServer> {
       throw new Error(`job ${id} did not settle`);
     },
     async close() {
-      if (child.exitCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      await stop(child);
+      await tasks.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -17,7 +17,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE_TOKEN, BOB_TOKEN, CHROMIUM, CHROMIUM_ARGS, ROOT, ensureDashboardBuilt, startDashboardServer, type DashboardServer } from './dashboard-harness.ts';
+import { ALICE_TOKEN, BOB_TOKEN, CHROMIUM, CHROMIUM_ARGS, ROOT, ensureDashboardBuilt, startDashboardServer, startDemoServer, type DashboardServer } from './dashboard-harness.ts';
+import { DEMO_TOKEN } from '../../src/cli/demo-config.ts';
 
 const SKIP = existsSync(CHROMIUM) ? null : `SKIPPED dashboard browser tests: ${CHROMIUM} is absent (apt-get update && apt-get install -y chromium)`;
 if (SKIP) console.warn(`\n*** ${SKIP} ***\n`);
@@ -169,20 +170,72 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     await page.locator('section[data-job-state="succeeded"]').waitFor({ timeout: 15_000 });
     expect(await page.locator('.timeline-row').evaluateAll((els) => els.map((e) => e.getAttribute('data-state')))).toEqual(['failed', 'succeeded']);
     await page.locator('tr[data-event="attempt.failed"] .reason').filter({ hasText: 'request never reached the model' }).waitFor();
+    // The timeline keeps the doubt: the deadline it passed, the time it spent in doubt, who resolved it and why.
+    const resolved = page.locator(`.timeline-row[data-attempt="${attemptId}"]`);
+    expect(await resolved.locator('.timeline-deadline').count()).toBe(1);
+    expect(await resolved.locator('.timeline-doubt').count()).toBe(1);
+    expect(await page.getByTestId(`doubt-time-${attemptId}`).textContent()).toMatch(/in doubt \d/);
+    expect(await resolved.locator('.resolution[data-resolved-by="operator"]').textContent()).toBe('resolved by operator: “primary status page: request never reached the model”');
+    await shoot('job-resolved');
     const api = (await server.api('GET', `/v1/jobs/${jobs.resolveMe.id}/events`)).body.data;
     expect(api.find((e: any) => e.type === 'attempt.failed').data).toMatchObject({ actor: 'api', reason: 'primary status page: request never reached the model' });
   });
 
-  it('lists the jobs in doubt oldest first and cancels one after confirmation, with its reason in the event log', async () => {
+  it('the doubt queue: each attempt with its key, route, input line, provider id, whether onejob asks the provider, its checks and age', async () => {
+    // Two renders on a task service (a provider with a lookup) that outlast their deadline: in doubt, and asked about by onejob.
+    jobs.render1 = await server.settle((await server.createJob('render-6001', 'render', 'a fox in the snow, watercolour')).id);
+    jobs.render2 = await server.settle((await server.createJob('render-6002', 'render', 'a heron at dawn, ink')).id);
+    expect([jobs.render1.state, jobs.render2.state]).toEqual(['unknown', 'unknown']);
     await page.getByRole('link', { name: /In doubt/ }).click();
     await page.getByRole('heading', { name: 'In doubt', level: 1 }).waitFor();
-    await page.locator(`.doubt-list li[data-job="${jobs.cancelMe.id}"]`).waitFor();
-    expect(await page.locator('.doubt-list > li').count()).toBe(1);
+    const rows = page.locator('.doubt-table tbody tr');
+    await expect.poll(() => rows.evaluateAll((els) => els.map((e) => e.getAttribute('data-job')))).toEqual([jobs.cancelMe.id, jobs.render1.id, jobs.render2.id]);
+    const plain = page.locator(`.doubt-table tr[data-job="${jobs.cancelMe.id}"]`);
+    expect(await plain.getAttribute('data-can-check')).toBe('false');
+    expect((await plain.textContent())!.replace(/\s+/g, ' ')).toMatch(/refund-4002.*demo.*please hang again.*#1 primary.*deadline_exceeded.*none.*no: its protocol keeps nothing to ask.*\d+ (s|min)$/);
+    const render = page.locator(`.doubt-table tr[data-job="${jobs.render1.id}"]`);
+    expect(await render.getAttribute('data-can-check')).toBe('true');
+    expect(await render.textContent()).toMatch(/render-6001.*render.*a fox in the snow, watercolour.*#1 renderer.*deadline_exceeded/);
+    expect(await render.locator('.doubt-pid').textContent()).toBe(jobs.render1.attempts[0].provider_request_id);
+    expect(jobs.render1.attempts[0].provider_request_id).toMatch(/^task_/);
+    // onejob asks the task service by itself (about a second after the doubt began, then with backoff): the last check shows, and the next.
+    const ask = page.getByTestId(`ask-${jobs.render1.attempts[0].id}`);
+    await expect.poll(() => ask.textContent(), { timeout: 15_000 }).toMatch(/✓ yes\s*last \d+ s ago\s*next (in \d+ s|due now)/);
+    // Ask now: the task is still rendering.
+    await page.getByTestId(`check-${jobs.render1.attempts[0].id}`).click();
+    await ask.getByRole('status').filter({ hasText: 'still running' }).waitFor();
     await shoot('in-doubt');
-    await page.getByTestId(`cancel-${jobs.cancelMe.id}`).click();
-    const dialog = page.getByRole('dialog', { name: /Cancel job/ });
-    await dialog.getByLabel(/Reason/).fill('customer abandoned the refund');
-    await dialog.getByRole('button', { name: 'Cancel the job' }).click();
+  });
+
+  it('the doubt queue: selects several and resolves them at once with one reason, then cancels a job', async () => {
+    const r1 = jobs.render1.attempts[0].id;
+    const r2 = jobs.render2.attempts[0].id;
+    expect(await page.getByTestId('bulk-failed').isDisabled()).toBe(true);
+    await page.getByLabel('Select attempt #1 of render-6001').check();
+    await page.getByLabel('Select attempt #1 of render-6002').check();
+    expect(await page.getByTestId('doubt-selected').textContent()).toBe('2 of 3 selected');
+    await page.getByTestId('bulk-failed').click();
+    const dialog = page.getByRole('dialog', { name: 'Resolve 2 attempts as failed' });
+    await dialog.waitFor();
+    await dialog.getByLabel(/Reason/).fill('render farm outage: both renders were dropped');
+    await shoot('doubt-bulk-dialog');
+    await dialog.getByRole('button', { name: 'Resolve 2 as failed' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    // Both left the queue; each attempt was resolved with the one reason, and its job (a chain of one) failed.
+    await expect.poll(() => page.locator('.doubt-table tbody tr').evaluateAll((els) => els.map((e) => e.getAttribute('data-job')))).toEqual([jobs.cancelMe.id]);
+    for (const [job, attempt] of [[jobs.render1, r1], [jobs.render2, r2]]) {
+      const after = (await server.api('GET', `/v1/jobs/${job.id}`)).body;
+      expect(after.state).toBe('failed');
+      expect(after.attempts[0]).toMatchObject({ id: attempt, state: 'failed', resolved_by: 'operator' });
+      const events = (await server.api('GET', `/v1/jobs/${job.id}/events`)).body.data;
+      expect(events.find((e: any) => e.type === 'attempt.failed').data).toMatchObject({ actor: 'api', resolved_by: 'operator', reason: 'render farm outage: both renders were dropped' });
+    }
+    // Select all (one left), cancel its job, with a reason.
+    await page.getByLabel('Select all').check();
+    await page.getByTestId('bulk-cancel-jobs').click();
+    const cancel = page.getByRole('dialog', { name: 'Cancel 1 job' });
+    await cancel.getByLabel(/Reason/).fill('customer abandoned the refund');
+    await cancel.getByRole('button', { name: 'Cancel 1 job' }).click();
     await page.getByTestId('doubt-empty').waitFor();
     const job = (await server.api('GET', `/v1/jobs/${jobs.cancelMe.id}`)).body;
     expect(job.state).toBe('cancelled');
@@ -277,6 +330,11 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     await phone.getByRole('button', { name: 'Apply' }).click();
     await expect.poll(() => phone.evaluate(() => location.hash)).toMatch(/state=cancelled.*|q=refund-.*state=cancelled/);
     await expect.poll(() => phone.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')))).toEqual([jobs.cancelMe.id]);
+    // The doubt queue on a phone: its table scrolls in its own box, the page does not.
+    await phone.goto(`${server.url}/ui/#/doubt`);
+    await phone.locator('.doubt-table tbody tr').first().waitFor();
+    expect(await phone.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBeLessThanOrEqual(1);
+    await shoot('phone-doubt', phone);
     await phone.close();
   });
 
@@ -298,6 +356,41 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
       await p.close();
     }
   });
+
+  it('the demo (no config at all) has prices: a few calls make its Spend page show what they cost, not a flat $0', async () => {
+    const demo = await startDemoServer();
+    const p = await context.newPage();
+    try {
+      const call = async (key: string, content: string) => {
+        const res = await fetch(`${demo.url}/v1/jobs`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${DEMO_TOKEN}`, 'content-type': 'application/json', 'idempotency-key': key },
+          body: JSON.stringify({ route: 'demo', input: { messages: [{ role: 'user', content }] } }),
+        });
+        expect(res.status).toBe(201);
+        const { id } = (await res.json()) as { id: string };
+        const done = await fetch(`${demo.url}/v1/jobs/${id}?wait=10`, { headers: { authorization: `Bearer ${DEMO_TOKEN}` } });
+        return (await done.json()) as { state: string; cost_usd: number | null };
+      };
+      const jobsMade = [await call('demo-1', 'hello'), await call('demo-2', 'please fail'), await call('demo-3', 'write me a haiku about retries')];
+      expect(jobsMade.map((j) => j.state)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+      for (const j of jobsMade) expect(j.cost_usd).toBeGreaterThan(0);
+      const total = jobsMade.reduce((sum, j) => sum + (j.cost_usd ?? 0), 0);
+      await p.goto(`${demo.url}/ui/`);
+      await p.getByLabel('API token').fill(DEMO_TOKEN);
+      await p.getByRole('button', { name: 'Sign in' }).click();
+      await p.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+      await p.getByRole('link', { name: 'Spend' }).click();
+      await p.locator('.spend-table tr[data-route="demo"][data-provider="primary"]').waitFor();
+      await expect.poll(() => money(p.getByTestId('spend-total').textContent())).toBeCloseTo(total, 6);
+      expect(await money(p.getByTestId('spend-total').textContent())).toBeGreaterThan(0);
+      await p.locator('.spend-chart canvas').waitFor();
+      await shoot('demo-spend', p);
+    } finally {
+      await p.close();
+      await demo.close();
+    }
+  }, 60_000);
 
   it('serves everything from onejob itself: no request leaves the origin', async () => {
     const p = await context.newPage();

@@ -229,6 +229,63 @@ for (const db of TEST_DATABASES) {
       expect((await fetch(`${server.baseUrl}/v1/events`)).status).toBe(401);
     });
 
+    it('GET /v1/doubt reads a page of attempts in doubt in one statement, whatever its size; it lists one beside a running hedge; 401 without a token', async () => {
+      const lease = { leaseOwner: 'exe_gone', leaseMs: 30_000 };
+      /** A job whose first attempt went unknown; with `hedge`, a hedge was running beside it first (the job stays running). */
+      const inDoubt = async (key: string, hedge = false) => {
+        const { job, claimed } = await server.store.createJob({
+          ownerId: 'alice', idempotencyKey: key, route: hedge ? 'hedged' : 'summarize', input: { messages: [{ role: 'user', content: `refund ${key}` }] },
+          providers: ['p1', 'p2'], firstAttempt: lease,
+        });
+        const a = claimed!.attempt;
+        const fence = { ownerId: 'alice', attemptId: a.id, leaseOwner: lease.leaseOwner, leaseToken: a.leaseToken! };
+        if (hedge) {
+          expect(await server.store.markRunning({ ...fence, timeoutMs: 30_000 })).toBeTruthy();
+          await server.store.startAttempt({ ownerId: 'alice', jobId: job.id, kind: 'hedge', hedgeAfterMs: 0, lease });
+        }
+        expect(await server.store.markUnknown({ ...fence, reason: { code: 'deadline_exceeded', message: 'no answer' } })).toBe(true);
+        return { job: job.id, attempt: a.id };
+      };
+      const hedged = await inDoubt('doubt-hedged', true);
+      const plain: { job: string; attempt: string }[] = [];
+      for (let i = 0; i < 30; i++) plain.push(await inDoubt(`doubt-${String(i).padStart(2, '0')}`));
+      // Count what the page costs the database: every driver call is one statement.
+      const driver = server.store.driver;
+      let statements = 0;
+      const counted: [Record<string, unknown>, string, unknown][] = [];
+      for (const target of [driver.queries as unknown as Record<string, unknown>, driver.insights as unknown as Record<string, unknown>]) {
+        for (const [name, fn] of Object.entries(target)) {
+          if (typeof fn !== 'function') continue;
+          counted.push([target, name, fn]);
+          target[name] = (...args: unknown[]) => {
+            statements++;
+            return (fn as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+      }
+      let res;
+      try {
+        res = await server.request('GET', '/v1/doubt?limit=200');
+      } finally {
+        for (const [target, name, fn] of counted) target[name] = fn;
+      }
+      expect(res.status).toBe(200);
+      expect(statements).toBe(1);
+      const rows = (res.body as any).data as any[];
+      // Oldest doubt first (earlier tests' attempts in doubt come before these).
+      const mine = [hedged.attempt, ...plain.map((p) => p.attempt)];
+      expect(rows.map((r) => r.id).filter((id) => mine.includes(id))).toEqual(mine);
+      expect(rows.find((r) => r.id === hedged.attempt)).toMatchObject({ job: { id: hedged.job, idempotency_key: 'doubt-hedged', route: 'hedged', state: 'running', input_line: 'refund doubt-hedged' }, state: 'unknown', can_check: false });
+      // The jobs list by state misses it: the job is running (its hedge is), yet its first attempt is in doubt.
+      const listed = (await server.request('GET', '/v1/jobs?state=unknown&limit=200')).body as any;
+      expect(listed.data.map((j: any) => j.id)).not.toContain(hedged.job);
+      expect((await server.request('GET', '/v1/doubt', { token: null })).status).toBe(401);
+      // Their jobs cancelled, they block nothing and leave the queue.
+      for (const p of [hedged, ...plain]) await server.store.cancelJob('alice', p.job);
+      const left = ((await server.request('GET', '/v1/doubt')).body as any).data.map((r: any) => r.id);
+      expect(left.filter((id: string) => mine.includes(id))).toEqual([]);
+    });
+
     it('/metrics lists the usage counters', async () => {
       const res = await server.request('GET', '/metrics', { token: null });
       expect(res.text).toContain('# TYPE onejob_attempt_tokens_total counter');

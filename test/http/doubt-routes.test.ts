@@ -37,6 +37,7 @@ for (const db of TEST_DATABASES) {
         providers: {
           tasks: { type: 'task', baseUrl: `${fake.url}/v1/tasks`, model: 'task', callbackSecret: SECRET },
           plain: { type: 'openai', baseUrl: `${fake.url}/v1`, model: 'm' },
+          settled: { type: 'openai', baseUrl: `${fake.url}/v1`, model: 'm', maxDurationMs: 60_000, settleUnknownAfterMs: 600_000 },
         },
         routes: { r: { providers: ['tasks', 'plain'] } },
       });
@@ -52,9 +53,9 @@ for (const db of TEST_DATABASES) {
     });
 
     /** A job whose first attempt was sent to `provider` and is now `unknown`; for tasks, the fake holds its task. */
-    async function inDoubt(key: string, provider: 'tasks' | 'plain', task?: { runMs?: number; status?: 'succeeded' | 'failed' }, service: FakeProvider = fake) {
+    async function inDoubt(key: string, provider: 'tasks' | 'plain' | 'settled', task?: { runMs?: number; status?: 'succeeded' | 'failed' }, service: FakeProvider = fake) {
       const lease = { leaseOwner: 'exe_gone', leaseMs: 30_000 };
-      const { claimed } = await store.createJob({ ownerId: 'alice', idempotencyKey: key, route: 'r', input: INPUT, providers: [provider, 'plain'], firstAttempt: lease });
+      const { claimed } = await store.createJob({ ownerId: 'alice', idempotencyKey: key, route: 'r', input: { messages: [{ role: 'user', content: `render a fox for ${key}` }] }, providers: [provider, 'plain'], firstAttempt: lease });
       const a = claimed!.attempt;
       const fence = { ownerId: 'alice', attemptId: a.id, leaseOwner: lease.leaseOwner, leaseToken: a.leaseToken! };
       if (provider === 'tasks') {
@@ -101,6 +102,68 @@ for (const db of TEST_DATABASES) {
       const refused = await post(`/v1/attempts/${p.id}/check`);
       expect(refused.statusCode).toBe(422);
       expect(refused.json()).toMatchObject({ code: 'lookup_unsupported' });
+    });
+
+    const get = (url: string, token = ALICE) => app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}` } });
+
+    it('GET /v1/doubt: every attempt in doubt of an open job, oldest first, with its key, route, input line, provider id and whether it can be asked', async () => {
+      const t = await inDoubt('q-task', 'tasks', { runMs: 60_000 });
+      const p = await inDoubt('q-plain', 'plain');
+      const s = await inDoubt('q-policy', 'settled');
+      const gone = await inDoubt('q-cancelled', 'plain');
+      await store.cancelJob('alice', gone.jobId); // its job is terminal: the attempt blocks nothing, and is not listed
+      const res = await get('/v1/doubt');
+      expect(res.statusCode).toBe(200);
+      const body = res.json();
+      expect(body.next_cursor).toBeNull();
+      expect(body.data.map((r: any) => r.id)).toEqual([t.id, p.id, s.id]);
+      const [task, plain, policy] = body.data;
+      expect(task).toMatchObject({
+        job_id: t.jobId, provider: 'tasks', state: 'unknown', provider_request_id: 'task_fake_1', can_check: true, settles_at: null,
+        error: { code: 'deadline_exceeded' }, last_checked_at: null,
+        job: { id: t.jobId, idempotency_key: 'q-task', route: 'r', state: 'unknown', input_line: 'render a fox for q-task' },
+      });
+      // Before the first ask the next check is its due time: about a second after the doubt began.
+      const due = Date.parse(task.next_check_at) - Date.parse(task.unknown_at);
+      expect(due).toBe(1_000);
+      expect(plain).toMatchObject({ provider: 'plain', can_check: false, next_check_at: null, settles_at: null, provider_request_id: null });
+      expect(policy).toMatchObject({ provider: 'settled', can_check: false, next_check_at: null });
+      expect(Date.parse(policy.settles_at) - Date.parse(policy.started_at)).toBe(600_000);
+      // After a lookup that found nothing definite, the last and next check are the reconciler's.
+      const reconciler = new Reconciler({ store, providers, firstCheckMs: 1, everyMs: 1_000 });
+      await new Promise((r) => setTimeout(r, 20));
+      expect(await reconciler.runOnce()).toBe(2); // the task asked, the policy's attempt not yet due to settle
+      const after = (await get('/v1/doubt')).json().data[0];
+      expect(after.id).toBe(t.id);
+      expect(after.last_checked_at).not.toBeNull();
+      expect(Date.parse(after.next_check_at)).toBeGreaterThan(Date.parse(after.last_checked_at));
+      // Another owner sees none of it; a resolved attempt leaves the queue.
+      expect((await get('/v1/doubt', BOB)).json()).toEqual({ data: [], next_cursor: null });
+      await post(`/v1/attempts/${p.id}/resolve`, { body: { state: 'failed', reason: 'not in the console' } });
+      const left = (await get('/v1/doubt')).json().data.map((r: any) => r.id);
+      expect(left).not.toContain(p.id);
+      expect(left).toContain(t.id);
+    });
+
+    it('GET /v1/doubt pages with a cursor, oldest first, without repeats; a foreign cursor is 400', async () => {
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await inDoubt(`page-${i}`, 'plain')).id);
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      for (let n = 0; n < 10; n++) {
+        const res = await get(`/v1/doubt?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+        expect(res.statusCode).toBe(200);
+        const page = res.json();
+        seen.push(...page.data.map((r: any) => r.id));
+        expect(page.data.length).toBeLessThanOrEqual(2);
+        cursor = page.next_cursor;
+        if (cursor === null) break;
+      }
+      expect(seen).toEqual(ids);
+      const bad = await get(`/v1/doubt?cursor=${Buffer.from('[1,"x"]').toString('base64url')}`);
+      expect(bad.statusCode).toBe(400);
+      expect(bad.json()).toMatchObject({ code: 'invalid_request' });
+      expect((await get('/v1/doubt?limit=0')).statusCode).toBe(400);
     });
 
     it('/metrics: the age of the oldest doubt, and doubt resolved by resolved_by', async () => {

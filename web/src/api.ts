@@ -42,6 +42,15 @@ export interface Attempt {
   next_check_at?: string | null;
 }
 
+/** One row of `GET /v1/doubt`: an attempt in doubt with the job it blocks. */
+export interface DoubtRow extends Attempt {
+  job: { id: string; idempotency_key: string; route: string; state: Job['state']; created_at: string; input_line: string };
+  /** The provider has a lookup: onejob asks it by itself (and `POST /v1/attempts/{id}/check` asks now). */
+  can_check: boolean;
+  /** When a settle policy resolves it failed, or null. */
+  settles_at: string | null;
+}
+
 /** A job body. */
 export interface Job {
   id: string;

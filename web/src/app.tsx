@@ -75,7 +75,7 @@ function Shell({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
     };
   }, [api]);
   useEffect(() => {
-    api.get<{ data: unknown[] }>('/v1/jobs?state=unknown&order=oldest&limit=100').then((r) => setDoubtCount(r.data.length), () => undefined);
+    api.get<{ data: unknown[] }>('/v1/doubt?limit=100').then((r) => setDoubtCount(r.data.length), () => undefined);
   }, [api, tick]);
   const section = route.path[0] ?? 'jobs';
   // After a navigation (not on first load), move focus to the new screen's heading, for keyboard and screen-reader users.

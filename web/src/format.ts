@@ -31,6 +31,16 @@ export function ago(iso: string, now = Date.now()): string {
   return `${Math.round(s / 86_400)} d ago`;
 }
 
+/** How long until, coarse ("in 12 s", "in 3 min"); "due now" once it has passed. */
+export function until(iso: string, now = Date.now()): string {
+  const s = Math.round((new Date(iso).getTime() - now) / 1000);
+  if (s <= 0) return 'due now';
+  if (s < 60) return `in ${s} s`;
+  if (s < 3600) return `in ${Math.round(s / 60)} min`;
+  if (s < 86_400) return `in ${Math.round(s / 3600)} h`;
+  return `in ${Math.round(s / 86_400)} d`;
+}
+
 /** A duration in ms, readable. */
 export function duration(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;

@@ -11,8 +11,40 @@ import { ErrorNote, StateBadge, useLoad } from './ui.tsx';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-/** The attempts on one time axis, from the first start to the last end (or now, for attempts still open). */
-export function Timeline({ job, now }: { job: Job; now: number }) {
+/** How the stored `resolved_by` reads (CONTRACT §11). */
+const RESOLVED_BY: Record<string, string> = {
+  operator: 'a person (operator)',
+  lookup: 'asking the provider (lookup)',
+  callback: "the provider's callback",
+  policy: 'the settle policy',
+  late_answer: 'its late answer',
+};
+
+/** Who ended an attempt's doubt and why: `resolved_by` as stored, and the reason on its event (a person's words), if any. */
+function resolutionOf(a: Attempt, events: readonly JobEvent[]): { by: string; reason: string | null } | null {
+  if (!a.resolved_by) return null;
+  const e = events.find((x) => x.attempt_id === a.id && x.data.resolved_by === a.resolved_by);
+  return { by: a.resolved_by, reason: typeof e?.data.reason === 'string' ? e.data.reason : null };
+}
+
+/** "resolved by …" with the reason, where the attempt's doubt was ended by someone or something other than its own answer. */
+function Resolution({ attempt, events }: { attempt: Attempt; events: readonly JobEvent[] }) {
+  const r = resolutionOf(attempt, events);
+  if (!r) return null;
+  return (
+    <span class="small resolution" data-resolved-by={r.by}>
+      resolved by <span title={RESOLVED_BY[r.by] ?? r.by}>{r.by.replace('_', ' ')}</span>
+      {r.reason !== null && <>: <span class="reason">“{r.reason}”</span></>}
+    </span>
+  );
+}
+
+/**
+ * The attempts on one time axis, from the first start to the last end (or now, for attempts still open). The
+ * deadline an attempt had is a red tick, and the time it spent in doubt (from `unknown_at` to its end, or now) is
+ * hatched amber over its bar.
+ */
+export function Timeline({ job, now, events = [] }: { job: Job; now: number; events?: readonly JobEvent[] }) {
   const attempts = job.attempts;
   if (attempts.length === 0) return <p class="muted">No attempt yet.</p>;
   const start = Math.min(...attempts.map((a) => new Date(a.started_at).getTime()));
@@ -35,6 +67,7 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
           const left = ((from - start) / span) * 100;
           const width = Math.max(0.8, ((to - from) / span) * 100);
           const open = !a.finished_at;
+          const doubtFrom = a.unknown_at ? Math.min(to, Math.max(from, new Date(a.unknown_at).getTime())) : null;
           return (
             <li class={`timeline-row${winner ? ' is-winner' : ''}`} data-attempt={a.id} data-state={a.state}>
               <span class="timeline-label">
@@ -46,11 +79,18 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
                   style={{ left: `${left}%`, width: `${width}%` }}
                   title={`${a.provider}: ${a.state}, ${duration(to - from)}${open ? ' so far' : ''}`}
                 />
-                {open && deadline !== null && deadline >= start && deadline <= end && (
+                {doubtFrom !== null && (
+                  <span
+                    class="timeline-doubt"
+                    style={{ left: `${((doubtFrom - start) / span) * 100}%`, width: `${Math.max(0.5, ((to - doubtFrom) / span) * 100)}%` }}
+                    title={`in doubt ${duration(to - doubtFrom)}${open ? ' so far' : ''}`}
+                  />
+                )}
+                {(open || doubtFrom !== null) && deadline !== null && deadline >= start && deadline <= end && (
                   <span
                     class="timeline-deadline"
                     style={{ left: `${((deadline - start) / span) * 100}%` }}
-                    title={`deadline in force: ${when(new Date(deadline).toISOString())}`}
+                    title={`${open ? 'deadline in force' : 'deadline'}: ${when(new Date(deadline).toISOString())}`}
                   />
                 )}
               </span>
@@ -65,6 +105,8 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
                   <span class="muted small"> {duration(to - from)}{open ? '…' : ''}</span>
                 )}
                 {open && a.state === 'running' && deadline === null && <span class="muted small" title="a stream whose output flows has no deadline; a silence of idleTimeoutMs between its events ends it"> · streaming, no deadline</span>}
+                {doubtFrom !== null && <span class="small doubt-time" data-testid={`doubt-time-${a.id}`}> · in doubt {duration(to - doubtFrom)}{open ? '…' : ''}</span>}
+                {a.resolved_by && <> <Resolution attempt={a} events={events} /></>}
               </span>
             </li>
           );
@@ -76,7 +118,7 @@ export function Timeline({ job, now }: { job: Job; now: number }) {
         ))}
       </div>
       <figcaption class="muted small">
-        From {when(new Date(start).toISOString())}; bars run from each attempt's start to its end{attempts.some((a) => !a.finished_at) ? ' (open bars: still running or in doubt, drawn to now)' : ''}{attempts.some((a) => a.deadline_at) ? '; a red tick marks an attempt\'s deadline in force' : ''}.
+        From {when(new Date(start).toISOString())}; bars run from each attempt's start to its end{attempts.some((a) => !a.finished_at) ? ' (open bars: still running or in doubt, drawn to now)' : ''}{attempts.some((a) => a.deadline_at && (!a.finished_at || a.unknown_at)) ? '; a red tick marks an attempt\'s deadline' : ''}{attempts.some((a) => a.unknown_at) ? '; amber hatching, the time it spent in doubt' : ''}.
       </figcaption>
     </figure>
   );
@@ -106,7 +148,7 @@ function EventLog({ events, attempts }: { events: JobEvent[]; attempts: Attempt[
         </thead>
         <tbody>
           {events.map((e) => {
-            const { reason, actor, ...rest } = e.data as { reason?: unknown; actor?: unknown };
+            const { reason, actor, resolved_by: resolvedBy, error, ...rest } = e.data as { reason?: unknown; actor?: unknown; resolved_by?: unknown; error?: unknown };
             return (
               <tr data-event={e.type}>
                 <td class="nowrap small">{when(e.at)}</td>
@@ -114,7 +156,9 @@ function EventLog({ events, attempts }: { events: JobEvent[]; attempts: Attempt[
                 <td class="small nowrap" title={e.attempt_id ?? ''}>{e.attempt_id ? (numberOf.get(e.attempt_id) ?? e.attempt_id) : ''}</td>
                 <td class="small">
                   {actor !== undefined && actor !== null && <span class="muted">by {String(actor)} </span>}
+                  {typeof resolvedBy === 'string' && <span class="muted">(resolved by {resolvedBy.replace('_', ' ')}) </span>}
                   {reason !== undefined && <Reason reason={reason} />}
+                  {error !== undefined && <Reason reason={error} />}
                   {Object.keys(rest).length > 0 && <code class="event-data">{JSON.stringify(rest)}</code>}
                 </td>
               </tr>
@@ -152,7 +196,7 @@ export function JobScreen({ api, id, tick }: { api: Api; id: string; tick: numbe
       <ErrorNote error={job.error} />
 
       <h2>Attempts</h2>
-      <Timeline job={j} now={now} />
+      <Timeline job={j} now={now} events={events.data?.data ?? []} />
       {j.skipped.length > 0 && (
         <div class="skipped">
           <h3>Skipped providers</h3>
@@ -181,7 +225,7 @@ export function JobScreen({ api, id, tick }: { api: Api; id: string; tick: numbe
                 </td>
                 <td>
                   <StateBadge state={a.state} />
-                  {a.resolved_by && <div class="small muted" data-resolved-by={a.resolved_by}>resolved by {a.resolved_by.replace('_', ' ')}</div>}
+                  {a.resolved_by && <div><Resolution attempt={a} events={events.data?.data ?? []} /></div>}
                   {a.state === 'unknown' && a.next_check_at && <div class="small muted">next check {new Date(a.next_check_at).toLocaleTimeString()}</div>}
                 </td>
                 <td class="num">{count(a.usage?.prompt_tokens)}</td>

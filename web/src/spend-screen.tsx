@@ -41,7 +41,8 @@ function SpendChart({ rows, since, until, bucket }: { rows: UsageRow[]; since: n
         width,
         height: 240,
         scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 0.001] } },
-        axes: [{}, { values: (_u, vals) => vals.map((v) => usd(v)), size: 70 }],
+        // Wide enough for a small amount to the micro-dollar ("$0.00015"), so that the labels are not cut at the left.
+        axes: [{}, { values: (_u, vals) => vals.map((v) => usd(v)), size: 84 }],
         series: [
           {},
           { label: 'all attempts', stroke: '#1d4ed8', fill: 'rgba(29,78,216,0.35)', paths: bars, value: (_u, v) => usd(v) },

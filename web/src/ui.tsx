@@ -85,6 +85,8 @@ export function ConfirmAction(props: {
   danger?: boolean;
   onConfirm: (c: Confirmed) => Promise<unknown>;
   testId?: string;
+  /** The button cannot be pressed (e.g. nothing selected). */
+  disabled?: boolean;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
   const [reason, setReason] = useState('');
@@ -120,7 +122,7 @@ export function ConfirmAction(props: {
   const id = `dlg-${props.testId ?? props.label.replace(/\W+/g, '-').toLowerCase()}`;
   return (
     <>
-      <button type="button" class={props.danger ? 'secondary outline' : 'outline'} onClick={open} data-testid={props.testId}>
+      <button type="button" class={props.danger ? 'secondary outline' : 'outline'} onClick={open} data-testid={props.testId} disabled={props.disabled}>
         {props.label}
       </button>
       <dialog ref={ref} aria-labelledby={`${id}-title`}>

@@ -2,9 +2,9 @@
  * Named SQL of the read model (PostgreSQL): job search, usage totals, the
  * owner's event tail. See `store/insight-queries.ts`.
  */
-import type { InsightQueries, JobSearchParams, UsageTotalRow, UsageTotalsParams } from '../insight-queries.ts';
-import type { AttemptState } from '../../core/states.ts';
-import { EVENT_COLUMNS, JOB_COLUMNS, eventFromRow, jobFromRow, type EventRow, type JobRow } from './row-mappers.ts';
+import { TERMINAL_JOB_STATES_SQL, type DoubtQueueParams, type DoubtRow, type InsightQueries, type JobSearchParams, type UsageTotalRow, type UsageTotalsParams } from '../insight-queries.ts';
+import type { AttemptState, JobState } from '../../core/states.ts';
+import { ATTEMPT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, attemptFromRow, eventFromRow, jobFromRow, type AttemptRow, type EventRow, type JobRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
 
 /** Every filter is optional: `$n IS NULL OR …`. The keyset condition follows the order. */
@@ -43,6 +43,17 @@ FROM attempts a JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
 WHERE a.owner_id = $1 AND a.started_at >= $2 AND a.started_at < $3
 GROUP BY 1, 2, 3, 4
 ORDER BY 4 NULLS FIRST, 1, 2, 3`,
+  },
+  // The doubt queue: attempts in doubt are few (attempts_unknown_idx), each joined to its job by primary key.
+  doubtQueue: {
+    name: 'onejob_insight_doubt_queue',
+    text: `SELECT ${ATTEMPT_COLUMNS.split(', ').map((c) => `a.${c}`).join(', ')},
+  j.idempotency_key AS job_idempotency_key, j.route AS job_route, j.state AS job_state, j.input AS job_input, j.created_at AS job_created_at
+FROM attempts a JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+WHERE a.owner_id = $1 AND a.state = 'unknown' AND j.state NOT IN ${TERMINAL_JOB_STATES_SQL}
+  AND ($2::timestamptz IS NULL OR (COALESCE(a.unknown_at, a.started_at), a.id) > ($2, $3::text))
+ORDER BY COALESCE(a.unknown_at, a.started_at), a.id
+LIMIT $4`,
   },
   eventsByOwner: {
     name: 'onejob_insight_events_by_owner',
@@ -88,6 +99,14 @@ export function insightQueriesOn(db: Queryable): InsightQueries {
         attempts: r.attempts, attemptsWithUsage: r.attempts_with_usage,
         promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, totalTokens: r.total_tokens,
         costMicros: r.cost_micros,
+      }));
+    },
+    async doubtQueue(p: DoubtQueueParams): Promise<DoubtRow[]> {
+      type Row = AttemptRow & { job_idempotency_key: string; job_route: string; job_state: JobState; job_input: unknown; job_created_at: Date };
+      const res = await db.query<Row>({ ...INSIGHT_SQL.doubtQueue, values: [p.ownerId, p.after?.since ?? null, p.after?.id ?? null, p.limit] });
+      return res.rows.map((r) => ({
+        attempt: attemptFromRow(r),
+        job: { id: r.job_id, idempotencyKey: r.job_idempotency_key, route: r.job_route, state: r.job_state, input: r.job_input, createdAt: r.job_created_at },
       }));
     },
     async eventListByOwner(ownerId, afterId, limit) {

@@ -3,9 +3,9 @@
  * event tail. Same answers as
  * `postgres/insight-queries.ts`; timestamps are epoch milliseconds.
  */
-import type { AttemptState } from '../../core/states.ts';
-import type { Job, JobEvent } from '../../core/types.ts';
-import type { InsightQueries } from '../insight-queries.ts';
+import type { AttemptState, JobState } from '../../core/states.ts';
+import type { Attempt, Job, JobEvent } from '../../core/types.ts';
+import { TERMINAL_JOB_STATES_SQL, type InsightQueries } from '../insight-queries.ts';
 
 function searchSql(order: 'newest' | 'oldest'): string {
   const cmp = order === 'newest' ? '<' : '>';
@@ -41,6 +41,15 @@ WHERE a.owner_id = @ownerId AND a.started_at >= @since AND a.started_at < @until
 GROUP BY 1, 2, 3, 4
 ORDER BY 4 NULLS FIRST, 1, 2, 3`;
 
+export const INSIGHT_DOUBT_QUEUE = `
+SELECT a.*, j.idempotency_key AS job_idempotency_key, j.route AS job_route, j.state AS job_state, j.input AS job_input, j.created_at AS job_created_at
+FROM attempts a JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+WHERE a.owner_id = @ownerId AND a.state = 'unknown' AND j.state NOT IN ${TERMINAL_JOB_STATES_SQL}
+  AND (@afterSince IS NULL OR coalesce(a.unknown_at, a.started_at) > @afterSince
+       OR (coalesce(a.unknown_at, a.started_at) = @afterSince AND a.id > @afterId))
+ORDER BY coalesce(a.unknown_at, a.started_at), a.id
+LIMIT @limit`;
+
 export const INSIGHT_EVENTS_BY_OWNER = `SELECT * FROM job_events WHERE owner_id = ? AND id > ? ORDER BY id LIMIT ?`;
 
 export const INSIGHT_EVENT_LAST_ID = `SELECT coalesce(max(id), 0) AS id FROM job_events WHERE owner_id = ?`;
@@ -54,7 +63,7 @@ export interface SqliteExec {
 }
 
 /** The read model's queries over the driver's statement runner and row mappers. */
-export function sqliteInsightQueries(db: SqliteExec, map: { job(r: Row): Job; event(r: Row): JobEvent }): InsightQueries {
+export function sqliteInsightQueries(db: SqliteExec, map: { job(r: Row): Job; attempt(r: Row): Attempt; event(r: Row): JobEvent }): InsightQueries {
   return {
     async jobSearch(p) {
       const rows = await db.all(p.order === 'newest' ? INSIGHT_SEARCH_NEWEST : INSIGHT_SEARCH_OLDEST, {
@@ -72,6 +81,16 @@ export function sqliteInsightQueries(db: SqliteExec, map: { job(r: Row): Job; ev
         attempts: Number(r.attempts), attemptsWithUsage: Number(r.attempts_with_usage),
         promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), totalTokens: Number(r.total_tokens),
         costMicros: r.cost_micros === null ? null : Number(r.cost_micros),
+      }));
+    },
+    async doubtQueue(p) {
+      const rows = await db.all(INSIGHT_DOUBT_QUEUE, { ownerId: p.ownerId, afterSince: p.after?.since.getTime() ?? null, afterId: p.after?.id ?? null, limit: p.limit });
+      return rows.map((r) => ({
+        attempt: map.attempt(r),
+        job: {
+          id: String(r.job_id), idempotencyKey: String(r.job_idempotency_key), route: String(r.job_route), state: r.job_state as JobState,
+          input: JSON.parse(String(r.job_input)) as unknown, createdAt: new Date(Number(r.job_created_at)),
+        },
       }));
     },
     async eventListByOwner(ownerId, afterId, limit) {

@@ -215,7 +215,7 @@ class SqliteDriver implements Driver {
     // The autocommit writes that stand alone go through the group commit.
     this.queries = { ...auto, ...scriptedWrites(this.#grouped) };
     const exec = (k: Kind) => (sql: string, ...args: unknown[]) => this.#auto<never>({ t: 'q', tx: 0, k, s: sql, p: args });
-    this.insights = sqliteInsightQueries({ all: exec('all'), get: exec('get') }, { job: toJob, event: toEvent });
+    this.insights = sqliteInsightQueries({ all: exec('all'), get: exec('get') }, { job: toJob, attempt: toAttempt, event: toEvent });
   }
 
   /** The current worker. */
@@ -344,7 +344,7 @@ class SqliteDriver implements Driver {
       const q = this.#makeQueries(exec);
       const insights = sqliteInsightQueries(
         { all: ((sql: string, ...args: unknown[]) => exec('all', sql, args)) as never, get: ((sql: string, ...args: unknown[]) => exec('get', sql, args)) as never },
-        { job: toJob, event: toEvent },
+        { job: toJob, attempt: toAttempt, event: toEvent },
       );
       try {
         const out = await fn(q, insights);
