@@ -30,6 +30,9 @@ import { startPatroniCluster, type PatroniCluster } from './patroni-cluster.ts';
 import { runFuzz, type FuzzReport } from './fuzz.ts';
 import { readDatabase, readDatabaseNow, saveSnapshots } from './snapshot.ts';
 import { runWorkload } from './workload.ts';
+import { runToolAgents } from './tool-agents.ts';
+import { checkToolCalls, loadToolRun } from './tool-checker.ts';
+import { TOOL_CALLS_FILE } from './tool-records.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -123,10 +126,11 @@ async function main(): Promise<number> {
     faults.start();
     haFaults?.start();
     const progress = setInterval(() => log(`… ${faults.records.length + (haFaults?.records.length ?? 0)} faults so far`), 30_000);
-    const operations = await runWorkload({
+    const [operations, toolOperations] = await Promise.all([runWorkload({
       url: c.url, clients, until, historyFile: join(dir, 'history.jsonl'), random, clock,
       tag: `r${seed}`,
-    });
+    }), runToolAgents({ url: c.url, agents: 3, until, file: join(dir, TOOL_CALLS_FILE), random: seededRandom(seed + 1), clock, tag: `r${seed}t` })]);
+    log(`tool agents: ${toolOperations} requests through /mcp`);
     clearInterval(progress);
     log(`workload done: ${operations} operations; healing`);
     await faults.stop();
@@ -164,7 +168,9 @@ async function main(): Promise<number> {
     saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness });
     const history = (await import('./snapshot.ts')).loadRun(dir).history;
     const allFaults = [...faults.records, ...(haFaults?.records ?? [])];
-    const report = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness });
+    const checked = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness });
+    const tools = checkToolCalls(loadToolRun(dir, db));
+    const report: CheckReport = { ...checked, operations: checked.operations + toolOperations, violations: [...checked.violations, ...tools.violations], notes: { ...checked.notes, ...tools.notes } };
     const failovers = haFaults === null ? [] : failoverTimes(history, haFaults.records);
     if (haFaults !== null) writeFileSync(join(dir, 'failovers.json'), JSON.stringify(failovers, null, 2));
     const merged: CheckReport = {
