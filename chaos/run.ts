@@ -16,6 +16,7 @@
  *                      the shared server, with leader faults (chaos/ha-faults.ts) and failover times;
  *                      with --ci: 2.5 minutes, one fault of each kind, one fuzz round
  *   --dir PATH         the run directory (default tmp/chaos/<time>-<seed>)
+ *   --tool-agents N    agent-like clients calling the counting tool server through /mcp (chaos/tool-agents.ts; default 3, 0: none)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -53,7 +54,7 @@ async function main(): Promise<number> {
     options: {
       minutes: { type: 'string' }, ci: { type: 'boolean' }, clients: { type: 'string' }, seed: { type: 'string' },
       'pg-restart': { type: 'boolean' }, 'no-pg-restart': { type: 'boolean' }, 'fuzz-rounds': { type: 'string' },
-      keep: { type: 'boolean' }, dir: { type: 'string' }, ha: { type: 'boolean' },
+      keep: { type: 'boolean' }, dir: { type: 'string' }, ha: { type: 'boolean' }, 'tool-agents': { type: 'string' },
     },
     strict: true,
   });
@@ -129,7 +130,7 @@ async function main(): Promise<number> {
     const [operations, toolOperations] = await Promise.all([runWorkload({
       url: c.url, clients, until, historyFile: join(dir, 'history.jsonl'), random, clock,
       tag: `r${seed}`,
-    }), runToolAgents({ url: c.url, agents: 3, until, file: join(dir, TOOL_CALLS_FILE), random: seededRandom(seed + 1), clock, tag: `r${seed}t` })]);
+    }), runToolAgents({ url: c.url, agents: values['tool-agents'] !== undefined ? Number(values['tool-agents']) : 3, until, file: join(dir, TOOL_CALLS_FILE), random: seededRandom(seed + 1), clock, tag: `r${seed}t` })]);
     log(`tool agents: ${toolOperations} requests through /mcp`);
     clearInterval(progress);
     log(`workload done: ${operations} operations; healing`);

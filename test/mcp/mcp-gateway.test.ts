@@ -10,6 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError, ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createMCPClient } from '@ai-sdk/mcp';
+import { MCPServerStreamableHttp, mcpToFunctionTool, RunContext } from '@openai/agents';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineConfig } from '../../src/config/config.ts';
 import type { Executor } from '../../src/executor/executor.ts';
@@ -305,6 +306,44 @@ for (const db of TEST_DATABASES) {
         expect(payments.ledger.calls - before).toBe(1);
         expect(new Set([a, b, c].map((r) => r!._meta?.['onejob/jobId'])).size).toBe(1);
         expect(c.structuredContent).toEqual(a!.structuredContent);
+      } finally {
+        await mcp.close();
+      }
+    });
+
+    it("the OpenAI Agents SDK's MCP server (@openai/agents MCPServerStreamableHttp): a key per call from its toolMetaResolver; the repeat charges nothing", async () => {
+      const resolved: string[] = [];
+      const keys = new Map<string, string>();
+      const mcp = new MCPServerStreamableHttp({
+        url: `${baseUrl}/mcp`, name: 'onejob', cacheToolsList: true, useStructuredContent: true,
+        requestInit: { headers: { authorization: `Bearer ${TOKEN}` } },
+        // One key per intended call: here the order id the agent's arguments carry.
+        toolMetaResolver: ({ arguments: args }) => {
+          const order = String((args as { note?: unknown } | null)?.note);
+          if (!keys.has(order)) keys.set(order, `order-${order}-${++seq}`);
+          resolved.push(keys.get(order)!);
+          return { 'onejob/idempotencyKey': keys.get(order)! };
+        },
+      });
+      await mcp.connect();
+      try {
+        const listed = await mcp.listTools();
+        expect(listed.map((t) => t.name)).toEqual(expect.arrayContaining(['pay.charge', 'pay.stats']));
+        // The function tool the Agents SDK gives a model for pay.charge, invoked as its runner does.
+        const charge = mcpToFunctionTool(listed.find((t) => t.name === 'pay.charge')!, mcp, false);
+        const runContext = new RunContext();
+        const before = payments.ledger.charges;
+        const order = `o${++seq}`;
+        const first = await charge.invoke(runContext, JSON.stringify({ amount: 77, note: order }));
+        const again = await charge.invoke(runContext, JSON.stringify({ amount: 77, note: order }));
+        expect(resolved).toEqual([keys.get(order), keys.get(order)]);
+        expect(JSON.stringify(again)).toEqual(JSON.stringify(first));
+        expect(payments.ledger.charges - before).toBe(1);
+        const job = (await store.listJobs({ ownerId: OWNER, limit: 50 })).jobs.find((j) => j.idempotencyKey === keys.get(order));
+        expect(job?.state).toBe('succeeded');
+        // Another order with the same amount is another call.
+        await charge.invoke(runContext, JSON.stringify({ amount: 77, note: `${order}-b` }));
+        expect(payments.ledger.charges - before).toBe(2);
       } finally {
         await mcp.close();
       }
