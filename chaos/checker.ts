@@ -16,6 +16,7 @@
 import canonicalizeImport from 'canonicalize';
 import { checkDoubt, repliesByAttempt } from './doubt-checker.ts';
 import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from './records.ts';
+import type { ToolViolationKind } from './tool-checker.ts';
 
 /** The kinds of violation the checker reports; each is one promise. */
 export const VIOLATION_KINDS = [
@@ -76,8 +77,8 @@ export type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
 /** One broken promise. */
 export interface Violation {
-  /** A {@link ViolationKind}, or `fuzz_<finding>` for the fuzzer's findings merged by the runner. */
-  readonly kind: ViolationKind | `fuzz_${string}`;
+  /** A {@link ViolationKind}, a tool-call rule's kind (chaos/tool-checker.ts), or `fuzz_<finding>` for the fuzzer's findings merged by the runner. */
+  readonly kind: ViolationKind | ToolViolationKind | `fuzz_${string}`;
   readonly jobId: string | null;
   readonly message: string;
   /** The history entries (and other records) that show it, oldest first. */
@@ -397,6 +398,8 @@ export function checkRun(input: CheckInput): CheckReport {
         add('two_winners', job.id, `job succeeded with completed_by ${job.completed_by}, which is not its succeeded attempt (${winners[0]?.id ?? 'none'})`, excerptOf(job.id));
         continue;
       }
+      // A tool job's result is the tool server's, not a fake provider's: chaos/tool-checker.ts checks it against the server's log.
+      if (job.route.startsWith('mcp:')) continue;
       const candidates: { from: string; ok: boolean }[] = [];
       for (const given of resolvedResults.get(winner.id) ?? []) candidates.push({ from: 'resolve', ok: canon(given) === canon(job.result) });
       // Work the doubt fake did for the winner (a response, a task, a stored completion: chaos/doubt-checker.ts).

@@ -20,6 +20,7 @@ import pg from 'pg';
 import { doubtProviders, DOUBT_ROUTES, startDoubtFake, type DoubtEndpoint } from './doubt-cluster.ts';
 import { ensureHaproxy, renderHaproxyConfig } from './haproxy.ts';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
+import { TOOL_EXECUTIONS_FILE, TOOL_SERVER } from './tool-records.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = join(ROOT, 'bin', 'onejob');
@@ -336,7 +337,18 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     const doubt = await startDoubtFake({ dir: o.dir, env, groups, bin: BIN, port: await freePort(), waitFor, makeProcess: (...a) => new ManagedProcess(...a) });
     started.push(doubt.process);
     proxies.push(doubt.proxy);
+    // The counting tool server behind /mcp (chaos/tool-server.ts): never faulted; it logs every execution.
+    const tools = new ManagedProcess('tool-server', process.execPath, ['--import', 'tsx', join(ROOT, 'chaos', 'tool-server.ts'), '--log', join(o.dir, TOOL_EXECUTIONS_FILE)], env, join(o.dir, 'tool-server.log'), groups);
+    tools.start();
+    started.push(tools);
+    let toolsUrl = '';
+    await waitFor('the tool server', async () => {
+      toolsUrl = tools.ownLog().split('\n').find((l) => l.startsWith('http://'))?.trim() ?? '';
+      return toolsUrl !== '' && httpOk(`${toolsUrl}/healthz`);
+    }, 30_000);
+
     const config = {
+      mcpServers: { [TOOL_SERVER]: { url: `${toolsUrl}/mcp`, timeoutMs: PROVIDER_TIMEOUT_MS } },
       apiKeys: API_KEYS,
       providers: { ...Object.fromEntries(fakes.map((f) => [f.name, { type: 'openai', baseUrl: `http://127.0.0.1:${f.proxy.port}/v1`, model: `model-${f.name}`, timeoutMs: PROVIDER_TIMEOUT_MS, idleTimeoutMs: PROVIDER_TIMEOUT_MS }])), ...doubtProviders(doubt, PROVIDER_TIMEOUT_MS) },
       routes: { ...ROUTES, ...DOUBT_ROUTES },

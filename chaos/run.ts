@@ -16,6 +16,7 @@
  *                      the shared server, with leader faults (chaos/ha-faults.ts) and failover times;
  *                      with --ci: 2.5 minutes, one fault of each kind, one fuzz round
  *   --dir PATH         the run directory (default tmp/chaos/<time>-<seed>)
+ *   --tool-agents N    agent-like clients calling the counting tool server through /mcp (chaos/tool-agents.ts; default 3, 0: none)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -33,6 +34,9 @@ import { startPatroniCluster, type PatroniCluster } from './patroni-cluster.ts';
 import { runFuzz, type FuzzReport } from './fuzz.ts';
 import { readDatabase, readDatabaseNow, saveSnapshots } from './snapshot.ts';
 import { runWorkload } from './workload.ts';
+import { runToolAgents } from './tool-agents.ts';
+import { checkToolCalls, loadToolRun } from './tool-checker.ts';
+import { TOOL_CALLS_FILE } from './tool-records.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -53,7 +57,7 @@ async function main(): Promise<number> {
     options: {
       minutes: { type: 'string' }, ci: { type: 'boolean' }, clients: { type: 'string' }, seed: { type: 'string' },
       'pg-restart': { type: 'boolean' }, 'no-pg-restart': { type: 'boolean' }, 'fuzz-rounds': { type: 'string' },
-      keep: { type: 'boolean' }, dir: { type: 'string' }, ha: { type: 'boolean' },
+      keep: { type: 'boolean' }, dir: { type: 'string' }, ha: { type: 'boolean' }, 'tool-agents': { type: 'string' },
     },
     strict: true,
   });
@@ -134,10 +138,11 @@ async function main(): Promise<number> {
     const doubtWork = runDoubtWorkload({ url: c.url, clients: 3, until, historyFile: join(dir, 'history.jsonl'), random: doubtRandom, clock, tag: `r${seed}-doubt` });
     haFaults?.start();
     const progress = setInterval(() => log(`… ${faults.records.length + (haFaults?.records.length ?? 0)} faults so far`), 30_000);
-    const operations = await runWorkload({
+    const [operations, toolOperations] = await Promise.all([runWorkload({
       url: c.url, clients, until, historyFile: join(dir, 'history.jsonl'), random, clock,
       tag: `r${seed}`,
-    });
+    }), runToolAgents({ url: c.url, agents: values['tool-agents'] !== undefined ? Number(values['tool-agents']) : 3, until, file: join(dir, TOOL_CALLS_FILE), random: seededRandom(seed + 1), clock, tag: `r${seed}t` })]);
+    log(`tool agents: ${toolOperations} requests through /mcp`);
     const doubtOperations = await doubtWork;
     clearInterval(progress);
     log(`workload done: ${operations} operations (and ${doubtOperations} of the doubt clients); healing`);
@@ -181,7 +186,9 @@ async function main(): Promise<number> {
     saveSnapshots(dir, { db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness, doubt });
     const history = (await import('./snapshot.ts')).loadRun(dir).history;
     const allFaults = [...faults.records, ...(haFaults?.records ?? []), ...doubtFaults.records];
-    const report = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness, doubt });
+    const checked = checkRun({ history, faults: allFaults, db, callsBefore, callsAfter, hedgedRoutes, contractRoutes, liveness, doubt });
+    const tools = checkToolCalls(loadToolRun(dir, db));
+    const report: CheckReport = { ...checked, operations: checked.operations + toolOperations, violations: [...checked.violations, ...tools.violations], notes: { ...checked.notes, ...tools.notes } };
     const failovers = haFaults === null ? [] : failoverTimes(history, haFaults.records);
     if (haFaults !== null) writeFileSync(join(dir, 'failovers.json'), JSON.stringify(failovers, null, 2));
     const merged: CheckReport = {

@@ -23,3 +23,5 @@ export type { CallSafety, RetryOptions, RetryPolicy } from './retry-policy.ts';
 export type * from './api-shapes.ts';
 export { IntentSession, intentStatusOf, intentStorageKey } from './intent-session.ts';
 export type { IntentSessionOptions, IntentSnapshot, IntentStatus, IntentStorage } from './intent-session.ts';
+export { TOOL_CALL_META, callToolOnce, jobOfToolCall, toolCallInfo } from './tool-call.ts';
+export type { CallToolOnceOptions, ToolCallInfo, ToolCallOutcome, ToolCallParams, ToolCaller, ToolResult } from './tool-call.ts';

@@ -76,6 +76,8 @@ export function dashboardConfig(dbPath: string, taskServiceUrl?: string): Record
       summary: { providers: ['primary', 'fallback', 'budget'], contract: 'summary' },
       ...(taskServiceUrl ? { render: { providers: ['renderer'] } } : {}),
     },
+    // A tool server behind /mcp (CONTRACT §14): the example payments server as a stdio child.
+    mcpServers: { pay: { command: [process.execPath, '--import', 'tsx', 'examples/mcp/payments-server.ts'], cwd: ROOT, timeoutMs: 10_000 } },
     contracts: {
       summary: {
         outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } }, additionalProperties: false },

@@ -391,6 +391,29 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
       await demo.close();
     }
   }, 60_000);
+  it('shows a tool call made through /mcp with its arguments and the tool\'s result', async () => {
+    const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'pay.charge', arguments: { amount: 42, currency: 'EUR', note: 'blue mug' }, _meta: { 'onejob/idempotencyKey': 'mug-6001' } } };
+    const res = await fetch(`${server.url}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ALICE_TOKEN}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+      body: JSON.stringify(call),
+    });
+    const answer = await res.json() as { result: { _meta: Record<string, string>; structuredContent: { id: string } } };
+    const jobId = answer.result._meta['onejob/jobId']!;
+    expect(answer.result.structuredContent.id).toMatch(/^ch_/);
+    const p = await context.newPage();
+    await signIn(p);
+    await p.goto(`${server.url}/ui/#/jobs/${jobId}`);
+    await p.getByRole('heading', { name: jobId }).waitFor();
+    const args = p.locator('details', { has: p.getByText('Tool call pay.charge: arguments') });
+    expect(await args.getAttribute('open')).not.toBeNull();
+    expect(JSON.parse(await args.locator('pre').textContent() ?? '')).toEqual({ amount: 42, currency: 'EUR', note: 'blue mug' });
+    const result = p.getByTestId('job-result');
+    expect(await result.isVisible()).toBe(true);
+    expect(JSON.parse(await result.textContent() ?? '')).toMatchObject({ content: [{ type: 'text', text: `charged 42 EUR (${answer.result.structuredContent.id})` }], structuredContent: { amount: 42, currency: 'EUR' } });
+    await shoot('job-tool-call', p);
+    await p.close();
+  });
 
   it('serves everything from onejob itself: no request leaves the origin', async () => {
     const p = await context.newPage();

@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { checkRun, formatReport, VIOLATION_KINDS, type ViolationKind } from '../../chaos/checker.ts';
 import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from '../../chaos/records.ts';
 import { SseReader } from '../../chaos/workload.ts';
+import { checkToolCalls, TOOL_VIOLATION_KINDS, type ToolViolationKind } from '../../chaos/tool-checker.ts';
+import { TOOL_ROUTE, type ToolCallEntry, type ToolExecution } from '../../chaos/tool-records.ts';
 import { responsesSseEvent, type ResponsesSseEvent } from '../../src/protocols/openai-responses-stream.ts';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] extends readonly (infer U)[] ? U[] : T[K] };
@@ -569,4 +571,92 @@ describe('chaos workload: reading a Responses stream', () => {
     broken.feed(sse([ev(0, 'response.created'), ev(2, 'response.output_text.delta', { delta: 'ans' }), ev(3, 'error', { code: 'provider_stream_error', error: { code: 'provider_stream_error' } })]));
     expect(broken.record).toMatchObject({ text: 'ans', end: 'error', error_code: 'provider_stream_error', bad_sequence: '1:2' });
   });
+});
+
+// ---- tool calls through /mcp (chaos/tool-checker.ts) -------------------------------------------------
+
+/**
+ * A clean tool run: call c1 keyed in _meta, executed once (x1), answered fresh then replayed; call c2
+ * keyless, sent twice, executed once; call c3 timed out (in doubt), was resolved succeeded by an operator
+ * with its own result, and the repeat got that result (no execution).
+ */
+function cleanToolRun(): { calls: ToolCallEntry[]; executions: ToolExecution[]; db: { jobs: DbJob[]; attempts: DbAttempt[]; events: DbEvent[] } } {
+  const call = (id: number, e: Partial<ToolCallEntry> & Pick<ToolCallEntry, 'call'>): ToolCallEntry => ({
+    id, agent: 'agent0', owner: 'alice', op: 'call', mode: 'meta', key: null, sentAt: id * 100, recvAt: id * 100 + 50, status: 200, outcome: 'answered', ...e,
+  });
+  const ok = (jobId: string, exec: string | null, c: string, replayed: boolean, resolvedBy: string | null = null): ToolCallEntry['answer'] =>
+    ({ kind: 'result', isError: false, jobId, state: 'succeeded', replayed, exec, call: c, resolvedBy, attemptId: null });
+  const toolJob = (id: string, c: string, result: unknown): DbJob => ({
+    owner_id: 'alice', id, idempotency_key: `key-${c}`, route: TOOL_ROUTE, input: { arguments: { call: c, amount: 5 } }, metadata: null, state: 'succeeded', version: 1, completed_by: `att_${id}`, result, error: null,
+  });
+  return {
+    calls: [
+      call(1, { call: 'c1', key: 't:c1', answer: ok('job_t1', 'x1', 'c1', false) }),
+      call(2, { call: 'c1', key: 't:c1', answer: ok('job_t1', 'x1', 'c1', true) }),
+      call(3, { call: 'c2', mode: 'keyless', answer: ok('job_t2', 'x2', 'c2', false) }),
+      call(4, { call: 'c2', mode: 'keyless', answer: ok('job_t2', 'x2', 'c2', true) }),
+      call(5, { call: 'c3', key: 't:c3', answer: { kind: 'result', isError: true, jobId: 'job_t3', state: 'unknown', replayed: false, exec: null, call: null, resolvedBy: null, attemptId: 'att_job_t3' } }),
+      call(6, { call: 'c3', op: 'resolve', key: null, jobId: 'job_t3', attemptId: 'att_job_t3', body: { state: 'succeeded', result: { content: [], structuredContent: { resolved_by: 'agent0', call: 'c3' } } } }),
+      call(7, { call: 'c3', key: 't:c3', answer: ok('job_t3', null, 'c3', true, 'agent0') }),
+    ],
+    executions: [
+      { exec: 'x1', call: 'c1', amount: 5, at: 1, key: 'att_job_t1', jobId: 'job_t1' },
+      { exec: 'x2', call: 'c2', amount: 5, at: 2, key: 'att_job_t2', jobId: 'job_t2' },
+      // c3's call arrived (and may have charged) before it timed out: one execution.
+      { exec: 'x3', call: 'c3', amount: 5, at: 3, key: 'att_job_t3', jobId: 'job_t3' },
+    ],
+    db: {
+      jobs: [
+        toolJob('job_t1', 'c1', { content: [], structuredContent: { exec: 'x1', call: 'c1', amount: 5 } }),
+        toolJob('job_t2', 'c2', { content: [], structuredContent: { exec: 'x2', call: 'c2', amount: 5 } }),
+        toolJob('job_t3', 'c3', { content: [], structuredContent: { resolved_by: 'agent0', call: 'c3' } }),
+      ],
+      attempts: [],
+      events: [],
+    },
+  };
+}
+
+const toolPlants: Record<ToolViolationKind, ((run: ReturnType<typeof cleanToolRun>) => void)[]> = {
+  tool_executed_twice: [
+    // The agent's repeat reached the tool server again (a second attempt, or a second job for one key).
+    (run) => void run.executions.push({ exec: 'x9', call: 'c1', amount: 5, at: 9, key: 'att_other', jobId: 'job_t1' }),
+    // Keyless repeats that became two jobs, each executed.
+    (run) => void run.executions.push({ exec: 'x8', call: 'c2', amount: 5, at: 8, key: 'att_job_t2b', jobId: 'job_t2b' }),
+  ],
+  tool_success_unexecuted: [
+    // A success told with an execution the tool server never logged (a made-up answer).
+    (run) => void run.calls.push({ ...run.calls[1]!, id: 20, answer: { kind: 'result', isError: false, jobId: 'job_t1', state: 'succeeded', replayed: true, exec: 'x77', call: 'c1', resolvedBy: null, attemptId: null } }),
+    // Another call's execution given as this call's answer.
+    (run) => void run.calls.push({ ...run.calls[3]!, id: 21, answer: { kind: 'result', isError: false, jobId: 'job_t2', state: 'succeeded', replayed: true, exec: 'x1', call: 'c1', resolvedBy: null, attemptId: null } }),
+    // An operator's result nobody gave (no resolve of that job recorded).
+    (run) => void run.calls.splice(5, 1),
+    // A stored success whose result names no execution at all.
+    (run) => void (run.db.jobs[1] = { ...run.db.jobs[1]!, result: { content: [{ type: 'text', text: 'charged' }] } }),
+  ],
+};
+
+describe('chaos checker: tool calls through /mcp', () => {
+  it('passes a clean tool run (a replay, keyless repeats, a doubt resolved by an operator)', () => {
+    const { violations, notes } = checkToolCalls(cleanToolRun());
+    expect(violations).toEqual([]);
+    expect(notes).toMatchObject({ tool_executions: 3, tool_intended_calls: 3, tool_answers_in_doubt: 1, tool_answers_replayed: 3, tool_jobs_succeeded: 3 });
+  });
+
+  it('has planted cases for every tool kind', () => {
+    expect(Object.keys(toolPlants).sort()).toEqual([...TOOL_VIOLATION_KINDS].sort());
+  });
+
+  for (const kind of TOOL_VIOLATION_KINDS) {
+    toolPlants[kind].forEach((plant, i) => {
+      it(`reports a planted ${kind} (#${i + 1})`, () => {
+        const run = cleanToolRun();
+        plant(run);
+        const { violations } = checkToolCalls(run);
+        expect(violations.length).toBeGreaterThan(0);
+        expect(new Set(violations.map((v) => v.kind))).toEqual(new Set([kind]));
+        expect(violations[0]!.message.length).toBeGreaterThan(10);
+      });
+    });
+  }
 });

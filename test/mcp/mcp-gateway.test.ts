@@ -8,8 +8,9 @@
 import type { FastifyInstance } from 'fastify';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { McpError, ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createMCPClient } from '@ai-sdk/mcp';
+import { MCPServerStreamableHttp, mcpToFunctionTool, RunContext } from '@openai/agents';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineConfig } from '../../src/config/config.ts';
 import type { Executor } from '../../src/executor/executor.ts';
@@ -260,11 +261,36 @@ for (const db of TEST_DATABASES) {
       expect((await stats(client, 'local')).calls).toBe(0);
     });
 
-    it('an upstream that says its tools changed is listed anew', async () => {
-      const client = await connect();
-      expect((await client.listTools()).tools.map((t) => t.name)).not.toContain('local.refund');
-      await client.callTool({ name: 'local.enable_refunds', arguments: {}, _meta: { 'onejob/idempotencyKey': `refunds-${++seq}` } });
-      await until('local.refund in the list', async () => (await client.listTools()).tools.some((t) => t.name === 'local.refund'));
+    it('an upstream that says its tools changed is read anew, and every connected client is told its list changed (GET /mcp stream)', async () => {
+      // Two listening clients; the GET stream of each is seen open (its answer arrived) before the change.
+      const listening: Promise<void>[] = [];
+      const told: string[][] = [];
+      const listeners = await Promise.all([0, 1].map(async (i) => {
+        let opened!: () => void;
+        listening.push(new Promise<void>((r) => { opened = r; }));
+        const client = new Client({ name: `listener-${i}`, version: '1' });
+        const seen: string[] = [];
+        told.push(seen);
+        client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+          seen.push(...(await client.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith('local.')));
+        });
+        const fetchWatched: typeof fetch = async (input, init) => {
+          const response = await fetch(input, init);
+          if ((init?.method ?? 'GET') === 'GET' && response.headers.get('content-type')?.includes('text/event-stream')) opened();
+          return response;
+        };
+        await client.connect(new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), { fetch: fetchWatched, requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }));
+        clients.push(client);
+        return client;
+      }));
+      expect(listeners[0]!.getServerCapabilities()?.tools?.listChanged).toBe(true);
+      await Promise.all(listening);
+      expect((await listeners[0]!.listTools()).tools.map((t) => t.name)).not.toContain('local.refund');
+      const caller = await connect();
+      await caller.callTool({ name: 'local.enable_refunds', arguments: {}, _meta: { 'onejob/idempotencyKey': `refunds-${++seq}` } });
+      // Each listener re-lists when told, and its list has the new tool.
+      await until('both listeners told', async () => told.every((names) => names.includes('local.refund')));
+      expect((await caller.listTools()).tools.map((t) => t.name)).toContain('local.refund');
     });
 
     it("the Vercel AI SDK's MCP client (@ai-sdk/mcp): an agent step repeated twice charges once", async () => {
@@ -285,14 +311,53 @@ for (const db of TEST_DATABASES) {
       }
     });
 
-    it('/mcp needs a token however it is spelled; GET and DELETE answer 405', async () => {
+    it("the OpenAI Agents SDK's MCP server (@openai/agents MCPServerStreamableHttp): a key per call from its toolMetaResolver; the repeat charges nothing", async () => {
+      const resolved: string[] = [];
+      const keys = new Map<string, string>();
+      const mcp = new MCPServerStreamableHttp({
+        url: `${baseUrl}/mcp`, name: 'onejob', cacheToolsList: true, useStructuredContent: true,
+        requestInit: { headers: { authorization: `Bearer ${TOKEN}` } },
+        // One key per intended call: here the order id the agent's arguments carry.
+        toolMetaResolver: ({ arguments: args }) => {
+          const order = String((args as { note?: unknown } | null)?.note);
+          if (!keys.has(order)) keys.set(order, `order-${order}-${++seq}`);
+          resolved.push(keys.get(order)!);
+          return { 'onejob/idempotencyKey': keys.get(order)! };
+        },
+      });
+      await mcp.connect();
+      try {
+        const listed = await mcp.listTools();
+        expect(listed.map((t) => t.name)).toEqual(expect.arrayContaining(['pay.charge', 'pay.stats']));
+        // The function tool the Agents SDK gives a model for pay.charge, invoked as its runner does.
+        const charge = mcpToFunctionTool(listed.find((t) => t.name === 'pay.charge')!, mcp, false);
+        const runContext = new RunContext();
+        const before = payments.ledger.charges;
+        const order = `o${++seq}`;
+        const first = await charge.invoke(runContext, JSON.stringify({ amount: 77, note: order }));
+        const again = await charge.invoke(runContext, JSON.stringify({ amount: 77, note: order }));
+        expect(resolved).toEqual([keys.get(order), keys.get(order)]);
+        expect(JSON.stringify(again)).toEqual(JSON.stringify(first));
+        expect(payments.ledger.charges - before).toBe(1);
+        const job = (await store.listJobs({ ownerId: OWNER, limit: 50 })).jobs.find((j) => j.idempotencyKey === keys.get(order));
+        expect(job?.state).toBe('succeeded');
+        // Another order with the same amount is another call.
+        await charge.invoke(runContext, JSON.stringify({ amount: 77, note: `${order}-b` }));
+        expect(payments.ledger.charges - before).toBe(2);
+      } finally {
+        await mcp.close();
+      }
+    });
+
+    it('/mcp needs a token however it is spelled; GET without text/event-stream is 406; DELETE answers 405', async () => {
       const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
       const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
       for (const path of ['/mcp', '/%6Dcp', '/MCP', '/mcp/', '//mcp']) {
         const r = await fetch(`${baseUrl}${path}`, { method: 'POST', headers, body });
         expect([path, r.status]).toEqual([path, 401]);
       }
-      expect((await fetch(`${baseUrl}/mcp`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(405);
+      expect((await fetch(`${baseUrl}/mcp`)).status).toBe(401);
+      expect((await fetch(`${baseUrl}/mcp`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(406);
       expect((await fetch(`${baseUrl}/mcp`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(405);
     });
   });

@@ -4,8 +4,11 @@
  * Streamable HTTP transport, in stateless mode: every POST is answered by a
  * server made for that request (the caller's principal and headers known),
  * so any process behind a load balancer answers any request, and nothing
- * about a session lives in memory. `GET` and `DELETE` answer `405` (no
- * server-initiated stream, no session to end), as the transport allows.
+ * about a session lives in memory. `GET` opens the transport's stream of
+ * server-initiated messages, on which onejob sends
+ * `notifications/tools/list_changed` when an upstream's tool list changed
+ * (each process tells the clients whose stream it holds, from its own
+ * upstream connections); `DELETE` answers `405` (no session to end).
  *
  * - `tools/list`: every upstream's tools as `<server>.<tool>`, with their
  *   schemas and annotations (as last read; refreshed on list_changed).
@@ -43,6 +46,8 @@ export const MCP_PATH = '/mcp';
 export interface McpRoutesOptions {
   /** The longest a `tools/call` waits for its job before answering "still running". Default `config.chatMaxWaitMs`. */
   readonly maxWaitMs?: number | undefined;
+  /** The keep-alive comment interval of a `GET /mcp` stream. Default the SDK's (15 s). */
+  readonly keepAliveMs?: number | undefined;
 }
 
 /** The `_meta` members onejob adds to every tool result it answers for a job. */
@@ -51,6 +56,16 @@ export const MCP_JOB_META = { jobId: 'onejob/jobId', idempotencyKey: MCP_IDEMPOT
 /** Registers `POST`, `GET` and `DELETE /mcp` in an authenticated scope. */
 export function registerMcpRoutes(app: FastifyInstance, ctx: AppContext, upstreams: McpUpstreams | null, options: McpRoutesOptions = {}): void {
   const maxWaitMs = options.maxWaitMs ?? ctx.config.chatMaxWaitMs;
+  const listeners = new ListChangedListeners(options.keepAliveMs);
+  const unsubscribe = upstreams?.onToolsChanged((server) => {
+    app.log.info({ mcp_server: server, listeners: listeners.size }, 'an MCP server\'s tools changed: telling the connected clients');
+    listeners.notify();
+  });
+  // Before the server closes: open streams would keep it from closing.
+  app.addHook('preClose', async () => {
+    unsubscribe?.();
+    await listeners.close();
+  });
   app.post(MCP_PATH, {
     // The session's list calls are reads; what a read-only token may call is decided per tool below.
     config: { readOnlyAllowed: true },
@@ -69,10 +84,65 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: AppContext, upstrea
       await transport.handleRequest(request.raw, reply.raw, request.body);
     },
   });
-  const notAllowed = async (_request: FastifyRequest, reply: FastifyReply) =>
-    reply.code(405).header('allow', 'POST').send({ jsonrpc: '2.0', error: { code: ErrorCode.ConnectionClosed, message: 'Method not allowed: this server is stateless (POST only)' }, id: null });
-  app.get(MCP_PATH, { schema: { hide: true } }, notAllowed);
-  app.delete(MCP_PATH, { schema: { hide: true } }, notAllowed);
+  app.get(MCP_PATH, {
+    // Only notifications flow on this stream: any token may hold one.
+    config: { readOnlyAllowed: true },
+    schema: { hide: true },
+    handler: async (request, reply) => {
+      reply.raw.setHeader('x-request-id', request.id);
+      reply.hijack();
+      await listeners.open(request, reply);
+    },
+  });
+  app.delete(MCP_PATH, { schema: { hide: true } }, async (_request: FastifyRequest, reply: FastifyReply) =>
+    reply.code(405).header('allow', 'GET, POST').send({ jsonrpc: '2.0', error: { code: ErrorCode.ConnectionClosed, message: 'Method not allowed: this server keeps no session to end' }, id: null }));
+}
+
+/**
+ * The `GET /mcp` streams this process holds: one SDK server and stateless
+ * transport per stream, used only to send `notifications/tools/list_changed`
+ * on it. A stream ends when its client goes or the app closes.
+ */
+class ListChangedListeners {
+  readonly #open = new Set<{ server: Server; transport: StreamableHTTPServerTransport }>();
+  readonly #keepAliveMs: number | undefined;
+
+  constructor(keepAliveMs: number | undefined) {
+    this.#keepAliveMs = keepAliveMs;
+  }
+
+  get size(): number {
+    return this.#open.size;
+  }
+
+  async open(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const server = new Server({ name: 'onejob', version: '1' }, { capabilities: { tools: { listChanged: true } } });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, ...(this.#keepAliveMs === undefined ? {} : { keepAliveMs: this.#keepAliveMs }) });
+    const entry = { server, transport };
+    reply.raw.on('close', () => {
+      this.#open.delete(entry);
+      void transport.close().catch(() => undefined);
+      void server.close().catch(() => undefined);
+    });
+    await server.connect(transport);
+    // A refused GET (no `Accept: text/event-stream`: 406) is answered and closed by the transport itself.
+    if (!reply.raw.destroyed) this.#open.add(entry);
+    await transport.handleRequest(request.raw, reply.raw);
+  }
+
+  /** Sends `notifications/tools/list_changed` on every open stream. */
+  notify(): void {
+    for (const { server } of this.#open) void server.sendToolListChanged().catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    const open = [...this.#open];
+    this.#open.clear();
+    await Promise.all(open.map(async ({ server, transport }) => {
+      await transport.close().catch(() => undefined);
+      await server.close().catch(() => undefined);
+    }));
+  }
 }
 
 interface GatewayRequest {
@@ -87,7 +157,7 @@ interface GatewayRequest {
 /** The MCP server answering one HTTP request. */
 function gatewayServer(g: GatewayRequest): Server {
   // The low-level Server: the gateway offers tools it learns at run time, with their JSON schemas as the upstreams give them.
-  const server = new Server({ name: 'onejob', version: '1' }, { capabilities: { tools: { listChanged: false } } });
+  const server = new Server({ name: 'onejob', version: '1' }, { capabilities: { tools: { listChanged: true } } });
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     const tools = g.upstreams === null ? [] : await g.upstreams.tools();
     return { tools: tools.map(({ server: name, tool }) => ({ ...tool, name: `${name}.${tool.name}` }) satisfies Tool) };

@@ -28,10 +28,17 @@ export class McpUpstreams {
   readonly #servers = new Map<string, McpUpstream>();
   readonly #providers = new Map<string, Provider>();
   readonly #wrap: (provider: Provider) => Provider;
+  readonly #listeners = new Set<(server: string) => void>();
+  /** Each server's tool list as last read (JSON), to tell a change from a plain re-read. */
+  readonly #listed = new Map<string, string>();
 
   /** `options.wrapProvider` wraps each tool provider once when it is made (the runtime traces them as it traces every provider). */
   constructor(configs: Readonly<Record<string, McpServerConfig>>, options: McpUpstreamOptions & { readonly wrapProvider?: ((provider: Provider) => Provider) | undefined } = {}) {
-    for (const [name, config] of Object.entries(configs)) this.#servers.set(name, new McpUpstream(name, config, options));
+    for (const [name, config] of Object.entries(configs)) {
+      const upstream = new McpUpstream(name, config, options);
+      upstream.onToolsChanged = (tools) => this.#toolsRead(name, tools);
+      this.#servers.set(name, upstream);
+    }
     this.#wrap = options.wrapProvider ?? ((p) => p);
   }
 
@@ -73,6 +80,26 @@ export class McpUpstreams {
       }
     }));
     return lists.flat();
+  }
+
+  /**
+   * Calls `listener(server)` whenever a server's tool list was read and
+   * differs from the list read before (the first read, a read after
+   * `notifications/tools/list_changed` or a reconnect), so the gateway can
+   * tell its own clients. Returns the
+   * unsubscribe function.
+   */
+  onToolsChanged(listener: (server: string) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #toolsRead(server: string, tools: readonly Tool[]): void {
+    const listed = JSON.stringify(tools);
+    const before = this.#listed.get(server);
+    this.#listed.set(server, listed);
+    if (before === listed) return;
+    for (const listener of this.#listeners) listener(server);
   }
 
   /** Connects every server now (stdio children are started); never throws. */
