@@ -7,6 +7,7 @@
  * Options:
  *   --minutes N        workload duration (fractions allowed; default 2)
  *   --ci               the short CI mode: 1 minute of workload, a short fuzz, no PostgreSQL restart
+ *                      (the database outage still happens: see --db-outage-s)
  *   --clients N        concurrent clients (default 12)
  *   --seed N           random seed (default: from the clock; printed)
  *   --pg-restart / --no-pg-restart   restart PostgreSQL during the run (default: on, except --ci)
