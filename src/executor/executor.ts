@@ -74,7 +74,7 @@ import { isTransientDatabaseError } from '../store/transient-errors.ts';
 import { withAttemptSpan } from '../tracing/tracing.ts';
 import { Reconciler, type ReconcilerOptions } from './reconciler.ts';
 import {
-  isOwnEarlierSettle, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
+  isOwnEarlierSettle, planLeaseAfterCreate, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
   type AbortWhy, type AttemptAction, type AttemptEvent, type AttemptState, type LeaseReport, type RecordPlan, type RefusalCode, type UsageSource,
 } from './attempt-machine.ts';
 
@@ -179,6 +179,18 @@ export interface NewWorkLease extends LeaseRequest {
   readonly leaseToken: string;
   unused(): void;
   lost(ownerId: string): void;
+  /**
+   * Ends the lease by how the create ended (attempt-machine.ts
+   * `planLeaseAfterCreate`): true when the caller is to {@link Executor.adopt}
+   * the attempt claimed here; otherwise the room is given back (`unused`), and
+   * a create that failed without a definite refusal hands the lease back
+   * (`lost`). Call it once, after the create answered or threw.
+   *
+   * @example
+   * try { r = await store.createJob({ …, firstAttempt: lease }); } catch (error) { lease.afterCreate({ error }, owner); throw error; }
+   * if (lease.afterCreate({ claimed: r.claimed !== undefined }, owner)) executor.adopt(r.claimed!, leasedAt);
+   */
+  afterCreate(end: { readonly claimed: boolean } | { readonly error: unknown }, ownerId: string): boolean;
 }
 
 /**
@@ -404,7 +416,7 @@ export class Executor {
     const attemptId = newId('att');
     const leaseToken = newId('lease');
     this.#reserved.add(attemptId);
-    return {
+    const lease: NewWorkLease = {
       leaseOwner: this.id, leaseMs: this.#o.leaseMs, eligible: this.#o.eligible(route), attemptId, leaseToken,
       unused: () => {
         if (this.#reserved.delete(attemptId) && this.#starved) this.wake();
@@ -413,7 +425,17 @@ export class Executor {
         if (this.#reserved.delete(attemptId) && this.#starved) this.wake();
         void this.#releaseUnsent(ownerId, attemptId, leaseToken);
       },
+      afterCreate: (end, ownerId) => {
+        // A definite refusal wrote nothing; any other failure may have committed the leased attempt: released, never left to doubt.
+        const plan = planLeaseAfterCreate('error' in end
+          ? isOnejobError(end.error) && !isTransientDatabaseError(end.error) ? 'refused' : 'unanswered'
+          : end.claimed ? 'created_leased' : 'replayed');
+        if (plan === 'release') lease.lost(ownerId);
+        else if (plan === 'unused') lease.unused();
+        return plan === 'adopt';
+      },
     };
+    return lease;
   }
 
   /**
