@@ -1,8 +1,12 @@
 /**
  * The executor: claims attempts from the database and runs them against providers.
  *
- * One attempt is a pipeline of small named steps (Oban-style):
- * claim → dispatch (→ `running`) → classify → record → report.
+ * One attempt is a pipeline of small named steps (Oban-style): lease →
+ * send (→ `running`) → first output → answer → record → report. What
+ * happens at each step is decided by one pure machine
+ * (`attempt-machine.ts`: `stepAttempt`, `planRecord`, `planRefusal`,
+ * `planWriteFailure`); this file carries out its actions (timers, writes,
+ * aborts, the hub stream).
  *
  * - **Leases and fencing.** Work is claimed with a lease; every write presents
  *   the lease token and applies only while the lease is unexpired, so an
