@@ -255,6 +255,12 @@ export interface Cluster {
   /** The fake behind the providers with a lookup (chaos/doubt-cluster.ts). */
   readonly doubt: DoubtEndpoint;
   readonly loadBalancer: ManagedProcess;
+  /**
+   * The TCP proxy the API and executor processes reach PostgreSQL through
+   * (the rig's own reads go around it): `setDown(true)` is a database outage
+   * for onejob alone (chaos/database-outage.ts).
+   */
+  readonly databaseProxy: TcpProxy;
   /** Starts a killed process again and waits until it is ready. */
   restart(p: ManagedProcess): Promise<void>;
   /** `pg_ctlcluster … restart`; resolves when PostgreSQL accepts connections again. */
@@ -312,6 +318,13 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     delete env.ONEJOB_API_KEYS;
     delete env.ONEJOB_CONFIG;
     delete env.PORT;
+    // The API and executor processes reach PostgreSQL through a proxy of their own, which an outage cuts.
+    const databaseProxy = await startTcpProxy({ target: { host: dbUrl.hostname, port: Number(dbUrl.port || 5432) } });
+    proxies.push(databaseProxy);
+    const proxiedUrl = new URL(dbUrl);
+    proxiedUrl.hostname = '127.0.0.1';
+    proxiedUrl.port = String(databaseProxy.port);
+    const appEnv: NodeJS.ProcessEnv = { ...env, DATABASE_URL: proxiedUrl.toString() };
 
     // Fake providers (own processes), each behind a TCP proxy.
     const fakes: FakeEndpoint[] = [];
@@ -381,7 +394,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     for (let i = 1; i <= o.apis; i++) {
       const port = await freePort();
       const executor = i <= combined;
-      const p = new ManagedProcess(`api-${i}`, process.execPath, [BIN, 'serve', ...(executor ? ['--lease-ms', String(o.leaseMs)] : ['--no-executor']), '--config', configFile, '--port', String(port), '--host', '127.0.0.1'], env, join(o.dir, `api-${i}.log`), groups);
+      const p = new ManagedProcess(`api-${i}`, process.execPath, [BIN, 'serve', ...(executor ? ['--lease-ms', String(o.leaseMs)] : ['--no-executor']), '--config', configFile, '--port', String(port), '--host', '127.0.0.1'], appEnv, join(o.dir, `api-${i}.log`), groups);
       p.start();
       started.push(p);
       apis.push(Object.assign(p, { port, executor }));
@@ -389,7 +402,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     }
     const executors: ManagedProcess[] = [];
     for (let i = 1; i <= o.executors; i++) {
-      const p = new ManagedProcess(`executor-${i}`, process.execPath, [BIN, 'executor', '--config', configFile, '--lease-ms', String(o.leaseMs), '--concurrency', '64'], { ...env, LOG_LEVEL: 'info' }, join(o.dir, `executor-${i}.log`), groups);
+      const p = new ManagedProcess(`executor-${i}`, process.execPath, [BIN, 'executor', '--config', configFile, '--lease-ms', String(o.leaseMs), '--concurrency', '64'], { ...appEnv, LOG_LEVEL: 'info' }, join(o.dir, `executor-${i}.log`), groups);
       p.start();
       started.push(p);
       executors.push(p);
@@ -464,6 +477,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       fakes,
       doubt,
       loadBalancer,
+      databaseProxy,
       restart(p) {
         // One restart per process at a time: a second caller (a fault's own restart while the
         // supervisor loop below is still retrying) joins it instead of starting a second child,

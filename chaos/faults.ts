@@ -6,6 +6,7 @@
  */
 import { appendFileSync } from 'node:fs';
 import { sleep, type Cluster, type ManagedProcess } from './cluster.ts';
+import { databaseOutage, type DatabaseOutagePlan } from './database-outage.ts';
 import type { FakeDirector } from './fake-director.ts';
 import type { FaultRecord } from './records.ts';
 import type { CutPoint } from './tcp-proxy.ts';
@@ -30,6 +31,8 @@ export interface FaultOptions {
   readonly postgresRestart: boolean;
   /** At most one PostgreSQL restart per this many ms. */
   readonly postgresEveryMs: number;
+  /** One database outage for onejob's processes (chaos/database-outage.ts), beside the other faults; none when absent. */
+  readonly databaseOutage?: DatabaseOutagePlan | undefined;
   readonly log: (line: string) => void;
 }
 
@@ -61,6 +64,12 @@ export class FaultScheduler {
   }
 
   start(): void {
+    if (this.o.databaseOutage !== undefined) {
+      const outage = databaseOutage({ ...this.o.databaseOutage, proxy: this.o.cluster.databaseProxy, record: (k, t, d) => this.#record(k, t, d), log: this.o.log, stopped: () => this.#stopped })
+        .catch((e: unknown) => this.o.log(`fault failed: ${String(e)}`));
+      this.#tasks.add(outage);
+      void outage.finally(() => this.#tasks.delete(outage));
+    }
     this.#loop = (async () => {
       while (!this.#stopped) {
         await sleep(this.#between(this.o.everyMs / 2, (this.o.everyMs * 3) / 2));
@@ -187,6 +196,7 @@ export class FaultScheduler {
     const { cluster, director } = this.o;
     for (const p of cluster.executors) p.signal('SIGCONT');
     for (const f of cluster.fakes) f.proxy.setMode({});
+    cluster.databaseProxy.setDown(false);
     for (const p of [...cluster.apis, ...cluster.executors]) if (!p.running) await cluster.restart(p);
     await director.heal();
   }

@@ -7,10 +7,13 @@
  * Options:
  *   --minutes N        workload duration (fractions allowed; default 2)
  *   --ci               the short CI mode: 1 minute of workload, a short fuzz, no PostgreSQL restart
+ *                      (the database outage still happens: see --db-outage-s)
  *   --clients N        concurrent clients (default 12)
  *   --seed N           random seed (default: from the clock; printed)
  *   --pg-restart / --no-pg-restart   restart PostgreSQL during the run (default: on, except --ci)
  *   --fuzz-rounds N    fuzz rounds (default 3; 0 skips the fuzzer)
+ *   --db-outage-s N    one database outage of N s for onejob's processes (chaos/database-outage.ts):
+ *                      15 s into the workload with --ci, a third of the way otherwise; default 60, 0 for none
  *   --keep             keep the database (the run directory is always kept)
  *   --ha               run against a Patroni cluster of its own (chaos/patroni-cluster.ts) instead of
  *                      the shared server, with leader faults (chaos/ha-faults.ts) and failover times;
@@ -57,7 +60,7 @@ async function main(): Promise<number> {
     options: {
       minutes: { type: 'string' }, ci: { type: 'boolean' }, clients: { type: 'string' }, seed: { type: 'string' },
       'pg-restart': { type: 'boolean' }, 'no-pg-restart': { type: 'boolean' }, 'fuzz-rounds': { type: 'string' },
-      keep: { type: 'boolean' }, dir: { type: 'string' }, ha: { type: 'boolean' }, 'tool-agents': { type: 'string' },
+      keep: { type: 'boolean' }, dir: { type: 'string' }, ha: { type: 'boolean' }, 'tool-agents': { type: 'string' }, 'db-outage-s': { type: 'string' },
     },
     strict: true,
   });
@@ -71,6 +74,8 @@ async function main(): Promise<number> {
   const pgRestart = haMode ? false : values['no-pg-restart'] === true ? false : values['pg-restart'] === true ? true : !ci;
   const fuzzRounds = values['fuzz-rounds'] !== undefined ? Number(values['fuzz-rounds']) : haMode && ci ? 1 : 3;
   const durationMs = Math.round(minutes * 60_000);
+  const outageMs = Math.round(Number(values['db-outage-s'] ?? 60) * 1000);
+  if (!Number.isFinite(outageMs) || outageMs < 0) throw new Error('--db-outage-s must be a number of seconds, 0 for none');
   const dir = values.dir ?? join(ROOT, 'tmp', 'chaos', `${new Date().toISOString().replace(/[:.]/g, '-')}-${seed}`);
   mkdirSync(dir, { recursive: true });
 
@@ -80,7 +85,7 @@ async function main(): Promise<number> {
     process.stderr.write(`[chaos ${(clock() / 1000).toFixed(1).padStart(6)}s] ${line}\n`);
   };
   const random = seededRandom(seed);
-  log(`seed ${seed}, ${minutes} min of workload, ${clients} clients, ${haMode ? 'Patroni cluster (--ha)' : `PostgreSQL restarts ${pgRestart ? 'on' : 'off'}`}, fuzz rounds ${fuzzRounds}; records in ${dir}`);
+  log(`seed ${seed}, ${minutes} min of workload, ${clients} clients, ${haMode ? 'Patroni cluster (--ha)' : `PostgreSQL restarts ${pgRestart ? 'on' : 'off'}`}, database outage ${outageMs / 1000} s, fuzz rounds ${fuzzRounds}; records in ${dir}`);
   writeFileSync(join(dir, 'faults.jsonl'), '');
   writeFileSync(join(dir, 'history.jsonl'), '');
 
@@ -128,6 +133,7 @@ async function main(): Promise<number> {
     const faults = new FaultScheduler({
       cluster: c, director, random, clock, file: join(dir, 'faults.jsonl'),
       everyMs: ci ? 2500 : 3500, leaseMs, until: Date.now() + durationMs, postgresRestart: pgRestart, postgresEveryMs: Math.max(60_000, Math.min(200_000, durationMs / 3)), log,
+      databaseOutage: outageMs === 0 ? undefined : { afterMs: ci ? 15_000 : Math.round(durationMs / 3), durationMs: outageMs },
     });
     const until = Date.now() + durationMs;
     const haFaults = ha === null ? null : new HaFaultLoop({ ha, clock, file: join(dir, 'faults.jsonl'), log, steadyMs: ci ? 6000 : 15_000, until, readyzUrl: c.apiUrls[0] });

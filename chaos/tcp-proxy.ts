@@ -11,6 +11,8 @@
  * proxy.setMode({});                                      // heal
  * proxy.setStalled(true);                                 // every connection, open or new, stops forwarding (bytes are held)
  * proxy.setStalled(false);                                // held bytes flow on, in order
+ * proxy.setDown(true);                                    // every open connection reset, new ones refused (a stopped server)
+ * proxy.setDown(false);                                   // connections accepted again
  * await proxy.close();
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
@@ -38,6 +40,11 @@ export interface TcpProxy {
    * bytes are held in order and forwarded when it is turned off.
    */
   setStalled(stalled: boolean): void;
+  /**
+   * The target unreachable, as a stopped server: while on, every connection
+   * open is reset and every new one is reset on connect.
+   */
+  setDown(down: boolean): void;
   /** Connections accepted, and cut on purpose. */
   readonly stats: { accepted: number; cut: number };
   close(): Promise<void>;
@@ -59,6 +66,7 @@ export async function startTcpProxy(options: StartTcpProxyOptions): Promise<TcpP
   const stats = { accepted: 0, cut: 0 };
   const open = new Set<Socket>();
   let stalled = false;
+  let down = false;
   let held: (() => void)[] = [];
   /** Runs `fn` now, or when the stall ends. */
   const gate = (fn: () => void): void => {
@@ -69,7 +77,7 @@ export async function startTcpProxy(options: StartTcpProxyOptions): Promise<TcpP
   const server: Server = createServer((client) => {
     stats.accepted++;
     const m = mode;
-    const cutHere = m.cut !== undefined && random() < (m.cutRate ?? 1) ? m.cut : undefined;
+    const cutHere = down ? 'on-connect' : m.cut !== undefined && random() < (m.cutRate ?? 1) ? m.cut : undefined;
     open.add(client);
     client.on('close', () => open.delete(client));
     client.on('error', () => undefined);
@@ -152,6 +160,10 @@ export async function startTcpProxy(options: StartTcpProxyOptions): Promise<TcpP
         held = [];
         for (const fn of release) fn();
       }
+    },
+    setDown(next) {
+      down = next;
+      if (next) for (const s of open) s.resetAndDestroy();
     },
     close() {
       for (const s of open) s.destroy();

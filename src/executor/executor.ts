@@ -1,8 +1,12 @@
 /**
  * The executor: claims attempts from the database and runs them against providers.
  *
- * One attempt is a pipeline of small named steps (Oban-style):
- * claim → dispatch (→ `running`) → classify → record → report.
+ * One attempt is a pipeline of small named steps (Oban-style): lease →
+ * send (→ `running`) → first output → answer → record → report. What
+ * happens at each step is decided by one pure machine
+ * (`attempt-machine.ts`: `stepAttempt`, `planRecord`, `planRefusal`,
+ * `planWriteFailure`); this file carries out its actions (timers, writes,
+ * aborts, the hub stream).
  *
  * - **Leases and fencing.** Work is claimed with a lease; every write presents
  *   the lease token and applies only while the lease is unexpired, so an
@@ -68,11 +72,15 @@ import type { Attempt, Job, RecordedError } from '../core/types.ts';
 import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, isOutputDelta, providerErrorLogFields, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderError, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
 import { retryHereAfter } from '../providers/classify-outcome.ts';
 import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
-import type { ClaimedAttempt, LeaseRequest, SettleAttemptResult, Store } from '../store/store.ts';
+import type { AttemptOutcome, ClaimedAttempt, LeaseRequest, LeaseStatus, SettleAttemptResult, Store } from '../store/store.ts';
 import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
 import { withAttemptSpan } from '../tracing/tracing.ts';
 import { Reconciler, type ReconcilerOptions } from './reconciler.ts';
+import {
+  isOwnEarlierSettle, planLeaseAfterCreate, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
+  type AbortWhy, type AttemptAction, type AttemptEvent, type AttemptState, type LeaseReport, type RecordPlan, type RefusalCode, type UsageSource,
+} from './attempt-machine.ts';
 
 /** What a route means to the executor. */
 export interface ExecutorRoute {
@@ -175,6 +183,18 @@ export interface NewWorkLease extends LeaseRequest {
   readonly leaseToken: string;
   unused(): void;
   lost(ownerId: string): void;
+  /**
+   * Ends the lease by how the create ended (attempt-machine.ts
+   * `planLeaseAfterCreate`): true when the caller is to {@link Executor.adopt}
+   * the attempt claimed here; otherwise the room is given back (`unused`), and
+   * a create that failed without a definite refusal hands the lease back
+   * (`lost`). Call it once, after the create answered or threw.
+   *
+   * @example
+   * try { r = await store.createJob({ …, firstAttempt: lease }); } catch (error) { lease.afterCreate({ error }, owner); throw error; }
+   * if (lease.afterCreate({ claimed: r.claimed !== undefined }, owner)) executor.adopt(r.claimed!, leasedAt);
+   */
+  afterCreate(end: { readonly claimed: boolean } | { readonly error: unknown }, ownerId: string): boolean;
 }
 
 /**
@@ -209,17 +229,9 @@ interface InFlight {
   readonly attempt: Attempt;
   readonly job: Job;
   readonly abort: AbortController;
-  /** True once the lease is gone: no more writes. */
-  leaseLost: boolean;
-  /**
-   * The lease ran out (or the rescuer released it) but its token still names
-   * the attempt: no more renewals, and the answer, when it comes, is still
-   * recorded (fenced by the token).
-   */
-  leaseExpired: boolean;
-  cancelled: boolean;
-  /** Another attempt decided the job: this one is stopped and recorded `superseded`. */
-  superseded: boolean;
+  readonly log: Logger | undefined;
+  /** The attempt's state in the machine (`attempt-machine.ts`): lease, stop, doubt, marks; replaced by each event. */
+  m: AttemptState;
   /** The provider's id of the request, once it sent one (CONTRACT §11). */
   providerRequestId: string | null;
   /**
@@ -228,7 +240,56 @@ interface InFlight {
    * (the database set the expiry from its own clock, no earlier).
    */
   leaseSureUntil: number;
+  /** What the send step's actions act on; set before the request is sent (null without a provider). */
+  io: AttemptIo | null;
   readonly done: Promise<void>;
+}
+
+/** The timers, writes and stream of one attempt's send step: what the machine's actions act on. */
+interface AttemptIo {
+  readonly provider: Provider;
+  readonly fence: { readonly ownerId: string; readonly attemptId: string; readonly leaseOwner: string; readonly leaseToken: string };
+  readonly hedgeAfterMs: number | null;
+  readonly idleTimeoutMs: number;
+  /** One attempt's writes happen in order: every later write waits for `running` to be recorded. */
+  runningWrite: Promise<unknown>;
+  /** Whether `unknown` was recorded (then, and only then, the lease may be released). */
+  markedUnknown: Promise<boolean>;
+  /** Why the attempt went into doubt here (the deadline, a stalled stream), once it did. */
+  doubt: RecordedError | null;
+  streamClaim: Promise<unknown>;
+  writer: StreamWriter | null;
+  /** A stream's deltas before its claim came back. */
+  readonly early: ChatDelta[];
+  deadline: NodeJS.Timeout | undefined;
+  backstop: NodeJS.Timeout | undefined;
+  runningTimer: NodeJS.Timeout | undefined;
+  hedgeTimer: NodeJS.Timeout | undefined;
+  idleTimer: NodeJS.Timeout | undefined;
+}
+
+/** The abort messages, by why (attempt-machine.ts `AbortWhy`). */
+const ABORT_MESSAGES: Readonly<Record<AbortWhy, string>> = {
+  stream_deadline: 'stream deadline passed',
+  stream_stalled: 'stream stalled',
+  lease_lost: 'lease lost',
+  job_cancelled: 'job cancelled',
+  job_decided: 'another attempt decided the job',
+  stream_owned_elsewhere: 'another attempt owns the job stream',
+};
+const DISPATCHED: AttemptEvent = { type: 'dispatched' };
+const ANSWERED: AttemptEvent = { type: 'answered' };
+
+/** A store's lease status as the machine reads it. */
+function leaseReport(s: LeaseStatus): LeaseReport {
+  if (s.status === 'finished') return s.state === 'cancelled' ? 'finished_cancelled' : 'finished_other';
+  return s.status;
+}
+
+/** The guard a refused settle names, or null for any other error. */
+function refusalCode(e: unknown): RefusalCode | null {
+  for (const code of ['attempt_not_found', 'job_not_found', 'lease_lost', 'attempt_finished'] as const) if (isOnejobError(e, code)) return code;
+  return null;
 }
 
 /**
@@ -359,7 +420,7 @@ export class Executor {
     const attemptId = newId('att');
     const leaseToken = newId('lease');
     this.#reserved.add(attemptId);
-    return {
+    const lease: NewWorkLease = {
       leaseOwner: this.id, leaseMs: this.#o.leaseMs, eligible: this.#o.eligible(route), attemptId, leaseToken,
       unused: () => {
         if (this.#reserved.delete(attemptId) && this.#starved) this.wake();
@@ -368,7 +429,17 @@ export class Executor {
         if (this.#reserved.delete(attemptId) && this.#starved) this.wake();
         void this.#releaseUnsent(ownerId, attemptId, leaseToken);
       },
+      afterCreate: (end, ownerId) => {
+        // A definite refusal wrote nothing; any other failure may have committed the leased attempt: released, never left to doubt.
+        const plan = planLeaseAfterCreate('error' in end
+          ? isOnejobError(end.error) && !isTransientDatabaseError(end.error) ? 'refused' : 'unanswered'
+          : end.claimed ? 'created_leased' : 'replayed');
+        if (plan === 'release') lease.lost(ownerId);
+        else if (plan === 'unused') lease.unused();
+        return plan === 'adopt';
+      },
     };
+    return lease;
   }
 
   /**
@@ -450,32 +521,119 @@ export class Executor {
   }
 
   // ---- run one attempt -----------------------------------------------------
+  // The steps (attempt-machine.ts, docs/executor.md "The attempt machine"):
+  // lease → send → first output → answer → record → report.
 
   /** Runs a claimed attempt; `leasedAt` is the `performance.now()` at which its claim was sent. */
   #run(c: ClaimedAttempt, leasedAt: number): void {
     const abort = new AbortController();
     let resolveDone!: () => void;
     const done = new Promise<void>((r) => (resolveDone = r));
+    const { attempt, job } = c;
     const f: InFlight = {
-      attempt: c.attempt, job: c.job, abort, leaseLost: false, leaseExpired: false, cancelled: false, superseded: false, providerRequestId: c.attempt.providerRequestId,
-      leaseSureUntil: leasedAt + this.#o.leaseMs, done,
+      attempt, job, abort, providerRequestId: attempt.providerRequestId, leaseSureUntil: leasedAt + this.#o.leaseMs, done, io: null,
+      log: this.#o.logger?.child({ job_id: job.id, attempt_id: attempt.id, owner: job.ownerId, provider: attempt.provider, attempt: attempt.number }),
+      m: startAttempt({ streaming: isStreamingInput(job.input), hedged: (this.#o.routes[job.route]?.hedgeAfterMs ?? null) !== null, runningMarkDelayMs: this.#o.runningMarkDelayMs }),
     };
-    this.#inFlight.set(c.attempt.id, f);
+    this.#inFlight.set(attempt.id, f);
     this.events.emit('attempt:claimed', c);
     void withAttemptSpan(c, this.id, () => this.#runAttempt(f))
       .catch((e) => this.events.emit('error', e))
       .finally(() => {
-        this.#inFlight.delete(c.attempt.id);
+        this.#inFlight.delete(attempt.id);
         resolveDone();
         // Room was the limit of the last claim: look again now. Otherwise new work wakes the loop itself.
         if (this.#starved) this.wake();
       });
   }
 
+  /** Feeds an event to the attempt's machine and carries out its actions; the promise of an action the caller must wait for (the lease status after a `running` mark that did not apply), if any. */
+  #on(f: InFlight, e: AttemptEvent): Promise<void> | undefined {
+    const t = stepAttempt(f.m, e);
+    f.m = t.state;
+    let wait: Promise<void> | undefined;
+    for (const a of t.actions) wait = this.#act(f, a) ?? wait;
+    return wait;
+  }
+
+  /** Carries out one action of the machine. */
+  #act(f: InFlight, a: AttemptAction): Promise<void> | undefined {
+    const { attempt, job, log } = f;
+    const io = f.io!;
+    switch (a.do) {
+      case 'abort':
+        if (a.why === 'stream_owned_elsewhere') log?.info('another attempt owns the job stream: stopping');
+        return void f.abort.abort(new Error(ABORT_MESSAGES[a.why]));
+      case 'lose_lease':
+        log?.warn('lease lost: abandoning the attempt without further writes');
+        return void this.events.emit('attempt:lease_lost', attempt);
+      case 'ask_lease_status':
+        return this.#o.store.leaseStatus(io.fence).then((status) => {
+          log?.info({ write: 'running', lease: status.status, state: 'state' in status ? status.state : null }, 'fenced write not applied');
+          return this.#on(f, { type: 'lease_status', after: 'write', status: leaseReport(status) });
+        });
+      case 'arm_deadline':
+        return void (io.deadline = setTimeout(() => this.#on(f, { type: 'deadline' }), io.provider.timeoutMs));
+      case 'schedule_mark':
+        return void (io.runningTimer = setTimeout(() => this.#on(f, { type: 'mark_due' }), this.#o.runningMarkDelayMs));
+      case 'cancel_mark':
+        return void clearTimeout(io.runningTimer);
+      case 'write_running':
+        io.runningWrite = io.runningWrite
+          // A stream whose first output already came has no deadline any more (its idle bound applies).
+          .then(() => this.#o.store.markRunning({ ...io.fence, timeoutMs: a.withDeadline ? io.provider.timeoutMs : null }))
+          .then((applied) => this.#on(f, { type: 'marked', applied }))
+          .catch((e) => this.events.emit('error', e));
+        return;
+      case 'report_dispatched':
+        return void this.events.emit('attempt:dispatched', attempt);
+      case 'schedule_hedge': {
+        const hedgeAfterMs = io.hedgeAfterMs!;
+        return void (io.hedgeTimer = setTimeout(() => void this.#hedge(f, hedgeAfterMs, log), hedgeAfterMs));
+      }
+      case 'clear_hedge':
+        return void clearTimeout(io.hedgeTimer);
+      case 'clear_deadline':
+        return void clearTimeout(io.deadline);
+      case 'schedule_idle':
+        return void (io.idleTimer = setTimeout(() => this.#on(f, { type: 'stall' }), io.idleTimeoutMs));
+      case 'write_unknown': {
+        const p = attempt.provider;
+        const reason: RecordedError = (io.doubt = a.reason === 'stream_stalled'
+          ? { code: 'stream_stalled', message: `no event from ${p} for ${io.idleTimeoutMs} ms after its first output`, details: { idle_timeout_ms: io.idleTimeoutMs } }
+          : { code: 'deadline_exceeded', message: `no ${f.m.streaming ? 'output' : 'answer'} from ${p} within ${io.provider.timeoutMs} ms`, details: { timeout_ms: io.provider.timeoutMs } });
+        io.markedUnknown = io.runningWrite.then(() => this.#markUnknown(f, reason, log));
+        io.runningWrite = io.markedUnknown;
+        return;
+      }
+      case 'schedule_grace': {
+        const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
+        return void f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
+      }
+      case 'claim_stream':
+        io.streamClaim = io.runningWrite
+          .then(() => this.#o.store.claimStream({ ownerId: attempt.ownerId, jobId: job.id, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! }))
+          .then((claimed) => {
+            this.events.emit('attempt:stream_claim', attempt, { claimed });
+            this.#on(f, { type: 'stream_claim', claimed });
+          })
+          // A claim that could not be written leaves the stream unclaimed: the attempt goes on, its result is stored as usual.
+          .catch((e) => this.events.emit('error', e));
+        if (a.thenMark) io.runningWrite = io.streamClaim;
+        return;
+      case 'open_stream': {
+        log?.debug('job stream claimed');
+        const writer = (io.writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number, log: this.#o.store }));
+        for (const e of io.early.splice(0)) writer.push(e);
+        // Every other attempt of the job here stops: it can never win now.
+        for (const other of this.#inFlight.values()) if (other !== f && other.job.id === job.id && other.job.ownerId === job.ownerId) this.#stopFlight(other, 'succeeded');
+        return;
+      }
+    }
+  }
+
   async #runAttempt(f: InFlight): Promise<void> {
-    const { attempt, job } = f;
-    const log = this.#o.logger?.child({ job_id: job.id, attempt_id: attempt.id, owner: job.ownerId, provider: attempt.provider, attempt: attempt.number });
-    const fence = { ownerId: attempt.ownerId, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! };
+    const { attempt, job, log } = f;
     const provider = this.#o.providers.get(attempt.provider);
     const startedMs = Date.now();
     if (!provider) {
@@ -484,141 +642,36 @@ export class Executor {
       return;
     }
 
-    let dispatched = false;
-    let inDoubt = false;
-    /** Whether `unknown` was recorded (then, and only then, the lease may be released). */
-    let markedUnknown: Promise<boolean> = Promise.resolve(false);
-    let hedgeTimer: NodeJS.Timeout | undefined;
-    // Streaming (CONTRACT §7): the first output claims the job's stream; its deltas go to the hub.
-    const streaming = isStreamingInput(job.input);
-    let firstOutput = false;
-    let writer: StreamWriter | null = null;
-    let streamClaim: Promise<unknown> = Promise.resolve();
-    const early: ChatDelta[] = [];
-    // One attempt's writes happen in order: every later write waits for `running` to be recorded.
-    let runningWrite: Promise<unknown> = Promise.resolve();
-    // Step: dispatch. `running` is recorded when the request reaches the connection.
-    let answered = false;
-    let runningTimer: NodeJS.Timeout | undefined;
-    /** The `running` mark is scheduled and not yet written. */
-    let markPending = false;
-    const hedgeAfterMs = this.#o.routes[job.route]?.hedgeAfterMs ?? null;
-    const markRunning = () => {
-      markPending = false;
-      if (answered || f.leaseLost) return;
-      runningWrite = runningWrite
-        // A stream whose first output already came has no deadline any more (its idle bound applies).
-        .then(() => this.#o.store.markRunning({ ...fence, timeoutMs: firstOutput ? null : provider.timeoutMs }))
-        .then(async (ok) => {
-          // Not applied: ask which guard failed before giving anything up (STYLE §23).
-          if (!ok) return this.#guardFailed(f, 'running', log);
-          this.events.emit('attempt:dispatched', attempt);
-          if (hedgeAfterMs !== null && !inDoubt && !answered && !firstOutput) {
-            hedgeTimer = setTimeout(() => void this.#hedge(f, hedgeAfterMs, log), hedgeAfterMs);
-          }
-        })
-        .catch((e) => this.events.emit('error', e));
-    };
-    // `running` is recorded once the request is on the wire, unless the answer arrives first
-    // (within `runningMarkDelayMs`): a fast attempt goes starting → succeeded in one commit.
-    // A route that hedges marks at once: a hedge needs a running attempt to stand beside.
-    const onDispatched = () => {
-      dispatched = true;
-      // The deadline counts from here: a slow connect is not the provider's silence.
-      armDeadline();
-      if (hedgeAfterMs !== null || this.#o.runningMarkDelayMs === 0) markRunning();
-      else {
-        markPending = true;
-        runningTimer = setTimeout(markRunning, this.#o.runningMarkDelayMs);
-      }
-    };
-    // Step: the deadline (to the answer; for a stream, to its first output) makes the attempt unknown;
-    // a non-streamed request keeps listening for a late answer. It is armed when the request has been written
-    // (`onDispatched`): before that nothing was sent, and a connect that fails is a definite failure
-    // (`provider_unreachable`, bounded by the provider's connect timeout), never a doubt.
-    /** Why the attempt went into doubt here (the deadline, a stalled stream), once it did. */
-    let doubt = null as RecordedError | null;
-    let deadline: NodeJS.Timeout | undefined;
-    const onDeadline = (): void => {
-      inDoubt = true;
-      const reason: RecordedError = (doubt = streaming
-        ? { code: 'deadline_exceeded', message: `no output from ${attempt.provider} within ${provider.timeoutMs} ms`, details: { timeout_ms: provider.timeoutMs } }
-        : { code: 'deadline_exceeded', message: `no answer from ${attempt.provider} within ${provider.timeoutMs} ms`, details: { timeout_ms: provider.timeoutMs } });
-      markedUnknown = runningWrite.then(() => this.#markUnknown(f, reason, log));
-      runningWrite = markedUnknown;
-      if (streaming) {
-        // A stream cannot be resumed: stop it, the attempt stays unknown (the job blocks).
-        f.abort.abort(new Error('stream deadline passed'));
-        return;
-      }
-      const grace = setTimeout(() => f.abort.abort(new Error('late-answer grace period over')), this.#o.lateAnswerGraceMs);
-      f.abort.signal.addEventListener('abort', () => clearTimeout(grace), { once: true });
-    };
-    function armDeadline(): void {
-      if (deadline === undefined && !answered) deadline = setTimeout(onDeadline, provider!.timeoutMs);
-    }
+    // Step: send. `running` is recorded when the request reaches the connection (after `runningMarkDelayMs`, unless
+    // the answer came first: a fast attempt goes starting → succeeded in one commit; a hedged route marks at once).
+    // The deadline (to the answer; for a stream, to its first output) is armed at the dispatch: before that nothing
+    // was sent, and a connect that fails is a definite failure (`provider_unreachable`), never a doubt.
+    const io: AttemptIo = (f.io = {
+      provider, fence: { ownerId: attempt.ownerId, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! },
+      hedgeAfterMs: this.#o.routes[job.route]?.hedgeAfterMs ?? null, idleTimeoutMs: provider.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS,
+      runningWrite: Promise.resolve(), markedUnknown: Promise.resolve(false), doubt: null, streamClaim: Promise.resolve(), writer: null, early: [],
+      deadline: undefined, backstop: undefined, runningTimer: undefined, hedgeTimer: undefined, idleTimer: undefined,
+    });
     // A provider that never reports its dispatch still has a deadline: once a connect would surely have ended.
-    const backstop = setTimeout(() => dispatched || armDeadline(), provider.timeoutMs + PRE_DISPATCH_BOUND_MS);
-    // After a stream's first output its deadline is gone: only a silence longer than `idleTimeoutMs` between events ends it
-    // (unknown, `stream_stalled`); a stream that keeps sending is never cut.
-    const idleTimeoutMs = provider.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS;
-    let idleTimer: NodeJS.Timeout | undefined;
-    const onStall = () => {
-      if (answered || inDoubt) return;
-      inDoubt = true;
-      const reason: RecordedError = (doubt = { code: 'stream_stalled', message: `no event from ${attempt.provider} for ${idleTimeoutMs} ms after its first output`, details: { idle_timeout_ms: idleTimeoutMs } });
-      markedUnknown = runningWrite.then(() => this.#markUnknown(f, reason, log));
-      runningWrite = markedUnknown;
-      f.abort.abort(new Error('stream stalled'));
-    };
-    const onEvent = () => idleTimer?.refresh();
-
+    io.backstop = setTimeout(() => this.#on(f, { type: 'dispatch_backstop' }), provider.timeoutMs + PRE_DISPATCH_BOUND_MS);
+    // Step: first output (a stream). After it the deadline is gone: only a silence longer than `idleTimeoutMs`
+    // between events ends it (unknown, `stream_stalled`); a stream that keeps sending is never cut.
     const onDelta = (d: ChatDelta): void => {
-      idleTimer?.refresh();
-      if (writer !== null) return writer.push(d);
-      if (f.superseded || f.cancelled || f.leaseLost) return;
-      early.push(d);
-      if (firstOutput || !isOutputDelta(d)) return;
-      firstOutput = true;
-      clearTimeout(hedgeTimer);
-      if (!inDoubt) {
-        clearTimeout(deadline);
-        idleTimer = setTimeout(onStall, idleTimeoutMs);
-      }
-      // The first token waits for nothing but the claim: a `running` mark not yet written goes after it.
-      const markAfter = markPending;
-      if (markAfter) clearTimeout(runningTimer);
-      streamClaim = runningWrite
-        .then(() => this.#o.store.claimStream({ ownerId: attempt.ownerId, jobId: job.id, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! }))
-        .then((claimed) => {
-          this.events.emit('attempt:stream_claim', attempt, { claimed });
-          if (claimed) {
-            log?.debug('job stream claimed');
-            writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number, log: this.#o.store });
-            for (const e of early.splice(0)) writer.push(e);
-            // Every other attempt of the job here stops: it can never win now.
-            for (const other of this.#inFlight.values()) if (other !== f && other.job.id === job.id && other.job.ownerId === job.ownerId) this.#stopFlight(other, 'succeeded');
-          } else if (!f.cancelled && !f.superseded) {
-            log?.info('another attempt owns the job stream: stopping');
-            f.superseded = true;
-            f.abort.abort(new Error('another attempt owns the job stream'));
-          }
-        })
-        // A claim that could not be written leaves the stream unclaimed: the attempt goes on, its result is stored as usual.
-        .catch((e) => this.events.emit('error', e));
-      if (markAfter) {
-        runningWrite = streamClaim;
-        markRunning();
-      }
+      io.idleTimer?.refresh();
+      if (io.writer !== null) return io.writer.push(d);
+      if (f.m.stopped !== null || f.m.lease === 'lost') return;
+      io.early.push(d);
+      if (f.m.firstOutput || !isOutputDelta(d)) return;
+      this.#on(f, { type: 'first_output' });
     };
     // The provider's id of the request is recorded as soon as it arrives (CONTRACT §11): a lookup needs it.
     const onProviderRequestId = (id: string) => {
       if (f.providerRequestId === id) return;
       f.providerRequestId = id;
       log?.info({ provider_request_id: id }, 'provider request id');
-      if (answered || f.leaseLost) return;
-      runningWrite = runningWrite
-        .then(() => this.#o.store.recordProviderRequestId({ ...fence, providerRequestId: id }))
+      if (f.m.answered || f.m.lease === 'lost') return;
+      io.runningWrite = io.runningWrite
+        .then(() => this.#o.store.recordProviderRequestId({ ...io.fence, providerRequestId: id }))
         .catch((e) => this.events.emit('error', e));
     };
     const request: ProviderRequest = {
@@ -627,80 +680,64 @@ export class Executor {
       attemptId: attempt.id,
       attemptNumber: attempt.number,
       signal: f.abort.signal,
-      onDispatched,
+      onDispatched: () => void this.#on(f, DISPATCHED),
       onProviderRequestId,
-      onEvent,
+      onEvent: () => io.idleTimer?.refresh(),
     };
-    const outcome = streaming ? await provider.stream(request, onDelta) : await provider.call(request);
-    answered = true;
+    const outcome = f.m.streaming ? await provider.stream(request, onDelta) : await provider.call(request);
+    // Step: answer.
+    this.#on(f, ANSWERED);
     f.providerRequestId ??= providerRequestIdOf(outcome);
-    await streamClaim;
-    const stream = writer as StreamWriter | null;
+    await io.streamClaim;
+    const stream = io.writer as StreamWriter | null;
     try {
-      clearTimeout(runningTimer);
-      clearTimeout(deadline);
-      clearTimeout(backstop);
-      clearTimeout(idleTimer);
-      clearTimeout(hedgeTimer);
-      await runningWrite;
+      clearTimeout(io.runningTimer);
+      clearTimeout(io.deadline);
+      clearTimeout(io.backstop);
+      clearTimeout(io.idleTimer);
+      clearTimeout(io.hedgeTimer);
+      await io.runningWrite;
       const latencyMs = Date.now() - startedMs;
-      log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched }, 'provider answered');
+      log?.debug({ outcome: outcome.kind, latency_ms: latencyMs, dispatched: f.m.dispatched }, 'provider answered');
       // The provider's whole error text goes to the log; the attempt and the job keep it redacted (src/core/redact-credentials.ts).
       if (outcome.kind !== 'success') log?.warn(providerErrorLogFields(outcome.error), 'provider error');
 
-      // Step: classify and record.
-      if (f.leaseLost) {
+      // Step: record. The machine says what (planRecord); here it is written.
+      const checked = outcome.kind === 'success' && outcome.result === undefined ? this.#o.checkOutput(job.route, job.input, outcome.completion) : null;
+      const plan = planRecord(f.m, { kind: outcome.kind, code: outcome.kind === 'success' ? undefined : outcome.error.code, givenResult: outcome.kind === 'success' && outcome.result !== undefined, contractOk: checked === null ? null : checked.ok, executorRunning: this.#running });
+      await this.#record(f, plan, outcome, checked, stream);
+      // Step: report.
+      this.events.emit('attempt:finished', attempt, { outcome: plan.finished === 'abandoned' ? 'abandoned' : outcome.kind, latencyMs });
+    } finally {
+      // Whatever happened, a stream opened here ends (a watcher never waits for an attempt that is gone).
+      stream?.end({ ok: false, error: { code: 'stream_interrupted', message: `the stream of attempt ${attempt.number} (${attempt.provider}) ended without a recorded outcome` } });
+    }
+  }
+
+  /** The record step: writes what {@link planRecord} decided, and ends the attempt's stream with what was recorded. */
+  async #record(f: InFlight, plan: RecordPlan, outcome: ProviderOutcome, checked: ReturnType<OutputCheck> | null, stream: StreamWriter | null): Promise<void> {
+    const { attempt, log } = f;
+    const io = f.io!;
+    const usageOf = (source: UsageSource): Partial<MeteredUsage> =>
+      source === 'metered' && outcome.kind === 'success' ? meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider))
+        : source === 'partial' ? this.#partialUsage(attempt.provider, outcome) : {};
+    switch (plan.record) {
+      case 'usage_only':
         // Another lease holds the attempt: its payload is not ours to record, what it cost still is (CONTRACT §8).
-        const metered = outcome.kind === 'success' ? meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider)) : this.#partialUsage(attempt.provider, outcome);
-        await this.#keepUsage(f, { state: 'failed', error: { code: 'lease_lost', message: 'lease lost' }, ...metered });
-        this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
-        return;
-      }
-      if (!this.#running && !f.cancelled && !f.superseded && outcome.kind === 'failure' && outcome.error.code === 'aborted_before_send') {
+        return this.#keepUsage(f, { state: 'failed', error: { code: 'lease_lost', message: 'lease lost' }, ...usageOf(plan.usage) });
+      case 'hand_back':
         // We stopped it ourselves (shutdown) before anything was sent: not a provider failure.
         // Hand the attempt back unclaimed, still `starting`, for another executor to send.
-        await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
-        log?.info('attempt handed back unsent');
-        this.events.emit('attempt:finished', attempt, { outcome: 'abandoned', latencyMs });
-        return;
-      }
-      if ((f.cancelled || f.superseded) && outcome.kind !== 'success') this.#stopUpstream(provider, f, log);
-      if (f.cancelled && outcome.kind !== 'success') {
-        await this.#settle(f, { state: 'cancelled', error: { code: 'cancelled', message: 'the job was cancelled' } }, log);
-        stream?.end({ ok: false, error: { code: 'cancelled', message: 'the job was cancelled' } });
-      } else if (f.superseded && outcome.kind !== 'success') {
-        // Stopped because another attempt won: whatever the provider did, this one can no longer win.
-        const error: RecordedError = { code: 'superseded', message: `another attempt decided the job; the request to ${attempt.provider} was stopped`, details: { stopped_by: 'executor', provider_outcome: outcome.error.code } };
-        // What the stopped loser had cost by then, when the provider said (a stream's partial usage): CONTRACT §8.
-        await this.#settle(f, { state: 'superseded', error, ...this.#partialUsage(attempt.provider, outcome) }, log);
-        stream?.end({ ok: false, error });
-      } else if (outcome.kind === 'success' && outcome.result !== undefined) {
-        // A provider whose answer is not a completion (an MCP tool's result): the job's result exactly as given, no usage.
-        const r = await this.#settle(f, { state: 'succeeded', result: outcome.result, usage: null, costMicros: null }, log);
-        stream?.end(r?.won === true ? { ok: true, result: r.job.result } : { ok: false, error: { code: 'superseded', message: `attempt ${attempt.number} (${attempt.provider}) finished after the job was decided` } });
-      } else if (outcome.kind === 'success') {
-        // Usage is recorded whatever the end: won, superseded, or a contract violation (CONTRACT §8).
-        const metered = meterUsage(outcome.completion.usage, this.#o.pricing(attempt.provider));
-        const checked = this.#o.checkOutput(job.route, job.input, outcome.completion);
-        if (checked.ok) {
-          const result = { ...outcome.completion, content: checked.value };
-          const r = await this.#settle(f, { state: 'succeeded', result, ...metered }, log);
-          if (r?.won === true) stream?.end({ ok: true, result: r.job.result ?? result });
-          else stream?.end({ ok: false, error: { code: 'superseded', message: `attempt ${attempt.number} (${attempt.provider}) finished after the job was decided` } });
-        } else {
-          const error: RecordedError = { code: 'contract_violation', message: `the output of ${attempt.provider} broke the route contract`, details: { findings: checked.findings } };
-          await this.#settle(f, { state: 'failed', error, ...metered }, log);
-          stream?.end({ ok: false, error });
-        }
-      } else if (outcome.kind === 'failure') {
-        await this.#settle(f, { state: 'failed', error: toRecorded(outcome.error), ...this.#partialUsage(attempt.provider, outcome) }, log, this.#retryRequest(attempt.provider, outcome.error));
-        stream?.end({ ok: false, error: { code: outcome.error.code, message: outcome.error.message } });
-      } else {
-        stream?.end({ ok: false, error: inDoubt && doubt !== null ? { code: doubt.code, message: doubt.message } : { code: outcome.error.code, message: outcome.error.message } });
+        await this.#o.store.releaseLease(io.fence).catch((e) => this.events.emit('error', e));
+        return void log?.info('attempt handed back unsent');
+      case 'unknown': {
+        const error = outcome.kind === 'success' ? null : outcome.error;
+        const said = plan.streamError === 'doubt' && io.doubt !== null ? io.doubt : error!;
+        stream?.end({ ok: false, error: { code: said.code, message: said.message } });
         // Ambiguous: the provider may have executed it. Unknown, never failed; nothing more to wait for.
-        const unknown = inDoubt ? await markedUnknown : await this.#markUnknown(f, toRecorded(outcome.error), log);
+        const unknown = plan.reuseDoubt ? await io.markedUnknown : await this.#markUnknown(f, toRecorded(error!), log);
         // Only an attempt recorded unknown gives up its lease: a running one keeps it until the rescuer takes over.
-        if (unknown) await this.#o.store.releaseLease(fence).catch((e) => this.events.emit('error', e));
+        if (unknown) await this.#o.store.releaseLease(io.fence).catch((e) => this.events.emit('error', e));
         // A stream cut short still leaves what the provider said it cost so far (CONTRACT §8).
         const partial = this.#partialUsage(attempt.provider, outcome);
         if (unknown && partial.usage) {
@@ -708,19 +745,51 @@ export class Executor {
             .recordLateUsage({ ownerId: attempt.ownerId, attemptId: attempt.id, usage: partial.usage, costMicros: partial.costMicros ?? null, actor: `executor:${this.id}` })
             .catch((e) => this.events.emit('error', e));
         }
+        return;
       }
-      this.events.emit('attempt:finished', attempt, { outcome: outcome.kind, latencyMs });
-    } finally {
-      // Whatever happened, a stream opened here ends (a watcher never waits for an attempt that is gone).
-      stream?.end({ ok: false, error: { code: 'stream_interrupted', message: `the stream of attempt ${attempt.number} (${attempt.provider}) ended without a recorded outcome` } });
+      case 'settle':
+        break;
     }
+    if (plan.stopUpstream) this.#stopUpstream(io.provider, f, log);
+    let settleOutcome: AttemptOutcome;
+    let error: RecordedError | null = null;
+    let result: unknown = null;
+    if (plan.state === 'cancelled') {
+      settleOutcome = { state: 'cancelled', error: (error = { code: 'cancelled', message: 'the job was cancelled' }) };
+    } else if (plan.state === 'superseded') {
+      // Stopped because another attempt won: whatever the provider did, this one can no longer win.
+      // What the stopped loser had cost by then, when the provider said (a stream's partial usage): CONTRACT §8.
+      error = { code: 'superseded', message: `another attempt decided the job; the request to ${attempt.provider} was stopped`, details: { stopped_by: 'executor', provider_outcome: outcome.kind === 'success' ? null : outcome.error.code } };
+      settleOutcome = { state: 'superseded', error, ...usageOf(plan.usage) };
+    } else if (plan.result === 'given' && outcome.kind === 'success') {
+      // A provider whose answer is not a completion (an MCP tool's result): the job's result exactly as given, no usage.
+      settleOutcome = { state: 'succeeded', result: outcome.result, usage: null, costMicros: null };
+    } else if (plan.result === 'completion' && outcome.kind === 'success' && checked?.ok === true) {
+      // Usage is recorded whatever the end: won, superseded, or a contract violation (CONTRACT §8).
+      settleOutcome = { state: 'succeeded', result: (result = { ...outcome.completion, content: checked.value }), ...usageOf(plan.usage) };
+    } else if (plan.error === 'contract_violation' && checked?.ok === false) {
+      error = { code: 'contract_violation', message: `the output of ${attempt.provider} broke the route contract`, details: { findings: checked.findings } };
+      settleOutcome = { state: 'failed', error, ...usageOf(plan.usage) };
+    } else if (outcome.kind !== 'success') {
+      settleOutcome = { state: 'failed', error: toRecorded(outcome.error), ...usageOf(plan.usage) };
+      error = { code: outcome.error.code, message: outcome.error.message };
+    } else {
+      throw new Error(`attempt machine: no outcome for ${plan.state}`);
+    }
+    const r = await this.#settle(f, settleOutcome, log, plan.retryHere && outcome.kind !== 'success' ? this.#retryRequest(attempt.provider, outcome.error) : undefined);
+    if (stream === null) return;
+    // Step: report, for a stream: it ends with what was recorded.
+    const end = streamEndFor(plan, r);
+    if (end === 'result') stream.end({ ok: true, result: plan.result === 'completion' ? r!.job.result ?? result : r!.job.result });
+    else if (end === 'superseded') stream.end({ ok: false, error: { code: 'superseded', message: `attempt ${attempt.number} (${attempt.provider}) finished after the job was decided` } });
+    else if (error !== null) stream.end({ ok: false, error });
   }
 
   /**
    * Records the attempt's outcome, trying again while the database fails
    * transiently and the lease may still be held (see {@link #retrying}).
    */
-  async #settle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome'], log: Logger | undefined, retry?: RetryRequest): Promise<SettleAttemptResult | null> {
+  async #settle(f: InFlight, outcome: AttemptOutcome, log: Logger | undefined, retry?: RetryRequest): Promise<SettleAttemptResult | null> {
     const { attempt } = f;
     let tries = 0;
     try {
@@ -744,65 +813,49 @@ export class Executor {
       this.events.emit('attempt:settled', r.attempt, { state: r.attempt.state, won: r.won, error: r.attempt.error ?? undefined });
       return r;
     } catch (e) {
-      if (isOnejobError(e, 'attempt_not_found') || isOnejobError(e, 'job_not_found')) {
+      // Refused: the store says which guard failed, the machine what that means for the answer.
+      const code = refusalCode(e);
+      if (code === null) throw e;
+      const plan = planRefusal(code, tries);
+      if (plan.then === 'report_unrecorded') {
         log?.warn({ usage: 'usage' in outcome ? outcome.usage ?? null : null }, 'the attempt is gone (its job was deleted): its answer has nowhere to go');
         this.#reportUnrecorded(f, outcome);
         return null;
       }
-      if (isOnejobError(e, 'lease_lost')) {
+      if (plan.then === 'keep_usage_lose_lease') {
         await this.#keepUsage(f, outcome);
-        return (this.#loseLease(f, log), null);
+        return (this.#on(f, { type: 'lease_status', after: 'write', status: 'lost' }), null);
       }
-      if (isOnejobError(e, 'attempt_finished')) {
-        // Resolved from outside (an explicit resolve) while we waited, or, after a retry, our own
-        // earlier try committed although its answer was lost with the connection: read what is there and tell the truth.
-        const ours = tries > 1 ? await this.#ownEarlierSettle(f, outcome).catch(() => null) : null;
+      if (plan.then === 'read_back') {
+        // After a retry: our own earlier try may have committed although its answer was lost with the
+        // connection. Read what is there and tell the truth.
+        const ours = await this.#ownEarlierSettle(f, outcome).catch(() => null);
         if (ours) {
           log?.info({ state: ours.attempt.state, won: ours.won, tries }, 'attempt settled by an earlier try whose answer was lost');
           this.events.emit('attempt:settled', ours.attempt, { state: ours.attempt.state, won: ours.won, error: ours.attempt.error ?? undefined });
           return ours;
         }
-        log?.warn({ err: e.message, tries }, 'attempt already settled elsewhere; answer dropped');
-        await this.#keepUsage(f, outcome);
-        return null;
       }
-      throw e;
+      // Resolved from outside (an explicit resolve) while we waited.
+      log?.warn({ err: (e as Error).message, tries }, 'attempt already settled elsewhere; answer dropped');
+      await this.#keepUsage(f, outcome);
+      return null;
     }
   }
 
   /**
    * After a retried settle found the attempt finished: the result of our own
-   * earlier try, when that is what committed (the attempt ended as we wrote
-   * it, a success winning the job with our result), else null.
+   * earlier try, when that is what committed (attempt-machine.ts
+   * `isOwnEarlierSettle`), else null.
    */
-  async #ownEarlierSettle(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): Promise<SettleAttemptResult | null> {
+  async #ownEarlierSettle(f: InFlight, outcome: AttemptOutcome): Promise<SettleAttemptResult | null> {
     const job = await this.#o.store.getJob(f.attempt.ownerId, f.attempt.jobId);
     const attempt = job?.attempts.find((a) => a.id === f.attempt.id);
     if (!job || !attempt) return null;
     const won = job.completedBy === attempt.id;
-    if (outcome.state === 'succeeded') {
-      // Won, or lost the race on that earlier try (superseded with our usage).
-      const ourUsage = outcome.usage === undefined || outcome.usage === null || attempt.usage?.totalTokens === outcome.usage.totalTokens;
-      if ((attempt.state === 'succeeded' && won) || (attempt.state === 'superseded' && ourUsage && attempt.error?.code === 'superseded')) {
-        return { attempt, job, won, failover: null };
-      }
-      return null;
-    }
-    return attempt.state === outcome.state ? { attempt, job, won: false, failover: null } : null;
-  }
-
-  /**
-   * A fenced write (`running`) did not apply: ask the store which guard
-   * failed. Only another lease (or no attempt) is a lost lease; a lease
-   * that ran out still records the answer by its token; a decided attempt
-   * stops the request.
-   */
-  async #guardFailed(f: InFlight, write: 'running', log: Logger | undefined): Promise<void> {
-    const status = await this.#o.store.leaseStatus({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken! });
-    log?.info({ write, lease: status.status, state: 'state' in status ? status.state : null }, 'fenced write not applied');
-    if (status.status === 'lost' || status.status === 'gone') this.#loseLease(f, log);
-    else if (status.status === 'expired') f.leaseExpired = true;
-    else if (status.status === 'finished') this.#stopFlight(f, status.state === 'cancelled' ? 'cancelled' : 'succeeded');
+    const wrote = { state: outcome.state, totalTokens: 'usage' in outcome && outcome.usage ? outcome.usage.totalTokens : null };
+    const found = { state: attempt.state, won, totalTokens: attempt.usage?.totalTokens ?? null, errorCode: attempt.error?.code ?? null };
+    return isOwnEarlierSettle(wrote, found) ? { attempt, job, won: outcome.state === 'succeeded' && won, failover: null } : null;
   }
 
   /** A definite failure as a retry request, when it may be retried where it happened and its provider has a `retry` policy. */
@@ -832,7 +885,7 @@ export class Executor {
   }
 
   /** An answer that cannot settle its attempt any more still leaves what it cost (CONTRACT §8); never its payload. */
-  async #keepUsage(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): Promise<void> {
+  async #keepUsage(f: InFlight, outcome: AttemptOutcome): Promise<void> {
     if (outcome.state === 'cancelled' || !outcome.usage) return;
     const recorded = await this.#o.store
       .recordLateUsage({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, usage: outcome.usage, costMicros: outcome.costMicros ?? null, actor: `executor:${this.id}` })
@@ -842,13 +895,13 @@ export class Executor {
   }
 
   /** Usage of an answer whose attempt no longer exists: an event (and `/metrics`), since no row can hold it. */
-  #reportUnrecorded(f: InFlight, outcome: Parameters<Store['settleAttempt']>[0]['outcome']): void {
+  #reportUnrecorded(f: InFlight, outcome: AttemptOutcome): void {
     if (outcome.state === 'cancelled' || !outcome.usage) return;
     this.events.emit('attempt:usage_unrecorded', f.attempt, { usage: outcome.usage, costMicros: outcome.costMicros ?? null });
   }
 
   async #markUnknown(f: InFlight, reason: RecordedError, log: Logger | undefined): Promise<boolean> {
-    if (f.leaseLost) return false;
+    if (f.m.lease === 'lost') return false;
     const ok = await this.#retrying(f, 'unknown', log, () =>
       this.#o.store.markUnknown({
         ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken!, reason,
@@ -864,60 +917,50 @@ export class Executor {
 
   /**
    * Runs a write of `f`, again after a jittered, doubling pause (from
-   * `writeRetryBaseMs` to 2 s) while it fails transiently, for as long as the
-   * lease may still be held: the heartbeat keeps renewing meanwhile, and each
-   * renewal moves `leaseSureUntil`. Gives up (null) once the lease is surely
-   * gone (its last sure expiry passed by a further lease length) or was
-   * lost; then the rescuer moves the attempt to `unknown`. A permanent error
-   * is thrown at once.
+   * `writeRetryBaseMs` to 2 s) while it fails transiently, for as long as
+   * {@link planWriteFailure} says: an answer is held for up to
+   * `answerHoldMs` (its token fences it after the lease ran out); a doubt is
+   * tried while the lease may still be held (the heartbeat keeps renewing
+   * meanwhile, and each renewal moves `leaseSureUntil`), then the rescuer
+   * moves the attempt to `unknown`. Gives up with null; a permanent error is
+   * thrown at once.
    */
   async #retrying<T>(f: InFlight, write: 'settle' | 'unknown', log: Logger | undefined, op: () => Promise<T>): Promise<T | null> {
-    // An answer in hand is held for up to `answerHoldMs` (its token fences it after the lease ran out); a doubt only while the lease may hold.
     let heldSince: number | null = null;
     try {
-      return await this.#retryingWhile(f, write, log, op, (attempt, e) => {
-        if (write === 'settle') {
-          if (heldSince === null) {
-            if (this.#held >= this.#o.maxHeldAnswers) {
-              log?.error({ err: e, held: this.#held }, 'too many answers held already; this one is given up (the attempt stays in doubt)');
-              return -1;
-            }
-            heldSince = performance.now();
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await op();
+        } catch (e) {
+          const now = performance.now();
+          const plan = planWriteFailure({
+            write, transient: isTransientDatabaseError(e), holding: heldSince !== null, held: this.#held, maxHeld: this.#o.maxHeldAnswers,
+            heldForMs: heldSince === null ? 0 : now - heldSince, holdMs: this.#o.answerHoldMs,
+            leaseLeftMs: f.leaseSureUntil + this.#o.leaseMs - now, leaseLost: f.m.lease === 'lost',
+          });
+          if (plan.then === 'throw') throw e;
+          if (plan.then === 'give_up') {
+            if (plan.why === 'too_many_held') log?.error({ err: e, held: this.#held }, 'too many answers held already; this one is given up (the attempt stays in doubt)');
+            else if (plan.why === 'hold_over') log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable past the answer hold; the answer is given up');
+            else log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable until the lease was surely gone; the rescuer will take the attempt over');
+            this.events.emit('attempt:write_abandoned', f.attempt, { write, error: e });
+            return null;
+          }
+          if (plan.hold) {
+            heldSince = now;
             this.#held++;
             log?.warn({ err: e, hold_ms: this.#o.answerHoldMs }, 'answer held: the database is unreachable, it is written when the database returns');
             this.events.emit('attempt:answer_held', f.attempt);
           }
-          const left = heldSince + this.#o.answerHoldMs - performance.now();
-          if (left <= 0) log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable past the answer hold; the answer is given up');
-          return left;
+          const ceiling = Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(attempt - 1, 10));
+          const delayMs = Math.min(plan.leftMs, ceiling / 2 + Math.random() * (ceiling / 2));
+          if (attempt === 1 || attempt % 10 === 0) log?.warn({ err: e, write, tries: attempt, retry_in_ms: Math.round(delayMs) }, 'write failed transiently; trying again');
+          this.events.emit('attempt:write_retry', f.attempt, { write, attempt, delayMs, error: e });
+          await new Promise((r) => setTimeout(r, delayMs));
         }
-        const left = f.leaseSureUntil + this.#o.leaseMs - performance.now();
-        if (f.leaseLost || left <= 0) log?.error({ err: e, write, tries: attempt }, 'the database stayed unavailable until the lease was surely gone; the rescuer will take the attempt over');
-        return f.leaseLost ? -1 : left;
-      });
+      }
     } finally {
       if (heldSince !== null) this.#held--;
-    }
-  }
-
-  /** {@link #retrying}'s loop: `left` says how long more a transient failure may be tried again (≤ 0: give up). */
-  async #retryingWhile<T>(f: InFlight, write: 'settle' | 'unknown', log: Logger | undefined, op: () => Promise<T>, leftAfter: (attempt: number, e: unknown) => number): Promise<T | null> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await op();
-      } catch (e) {
-        if (!isTransientDatabaseError(e)) throw e;
-        const left = leftAfter(attempt, e);
-        if (left <= 0) {
-          this.events.emit('attempt:write_abandoned', f.attempt, { write, error: e });
-          return null;
-        }
-        const ceiling = Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(attempt - 1, 10));
-        const delayMs = Math.min(left, ceiling / 2 + Math.random() * (ceiling / 2));
-        if (attempt === 1 || attempt % 10 === 0) log?.warn({ err: e, write, tries: attempt, retry_in_ms: Math.round(delayMs) }, 'write failed transiently; trying again');
-        this.events.emit('attempt:write_retry', f.attempt, { write, attempt, delayMs, error: e });
-        await new Promise((r) => setTimeout(r, delayMs));
-      }
     }
   }
 
@@ -935,15 +978,8 @@ export class Executor {
       .catch((e) => this.events.emit('error', e));
   }
 
-  #loseLease(f: InFlight, log: Logger | undefined): void {
-    if (f.leaseLost) return;
-    f.leaseLost = true;
-    log?.warn('lease lost: abandoning the attempt without further writes');
-    this.events.emit('attempt:lease_lost', f.attempt);
-  }
-
   async #hedge(f: InFlight, hedgeAfterMs: number, log: Logger | undefined): Promise<void> {
-    if (!this.#running || f.leaseLost) return;
+    if (!this.#running || f.m.lease === 'lost') return;
     const sentAt = performance.now();
     try {
       const hedge = await this.#o.store.startAttempt({
@@ -962,7 +998,7 @@ export class Executor {
   // ---- background ----------------------------------------------------------
 
   async #heartbeat(): Promise<void> {
-    const flights = [...this.#inFlight.values()].filter((f) => !f.leaseLost && !f.leaseExpired);
+    const flights = [...this.#inFlight.values()].filter((f) => f.m.lease === 'held');
     if (flights.length === 0) return;
     try {
       const sentAt = performance.now();
@@ -973,20 +1009,12 @@ export class Executor {
         } else if (this.#inFlight.has(f.attempt.id)) {
           // Not renewed: ask why. A lease that merely ran out (the database was away) keeps listening for the answer.
           const status = await this.#o.store.leaseStatus({ ownerId: f.attempt.ownerId, attemptId: f.attempt.id, leaseOwner: this.id, leaseToken: f.attempt.leaseToken! });
-          const log = this.#o.logger?.child({ job_id: f.job.id, attempt_id: f.attempt.id });
-          if (status.status === 'expired') {
-            f.leaseExpired = true;
-            log?.warn({ state: status.state }, 'lease ran out (the database was unreachable); the answer will still be recorded by its token');
-          } else if (status.status === 'finished') {
-            this.#stopFlight(f, status.state === 'cancelled' ? 'cancelled' : 'succeeded');
-          } else if (status.status !== 'held') {
-            this.#loseLease(f, log);
-            f.abort.abort(new Error('lease lost'));
-          }
+          if (status.status === 'expired') f.log?.warn({ state: status.state }, 'lease ran out (the database was unreachable); the answer will still be recorded by its token');
+          this.#on(f, { type: 'lease_status', after: 'renewal', status: leaseReport(status) });
         }
       }
       // A job decided through another process (won, cancelled): stop its requests here too.
-      const watched = flights.filter((f) => !f.leaseLost && !f.cancelled && !f.superseded);
+      const watched = flights.filter((f) => f.m.lease !== 'lost' && f.m.stopped === null);
       const states = await this.#o.store.getJobStates(watched.map((f) => ({ ownerId: f.job.ownerId, jobId: f.job.id })));
       for (const f of watched) {
         const state = states.get(f.job.id);
@@ -1018,10 +1046,7 @@ export class Executor {
    * job has already been settled; stopping it changes nothing.
    */
   #stopFlight(f: InFlight, state: JobState): void {
-    if (f.cancelled || f.superseded) return;
-    if (state === 'cancelled') f.cancelled = true;
-    else f.superseded = true;
-    f.abort.abort(new Error(state === 'cancelled' ? 'job cancelled' : `job ${state}: another attempt decided it`));
+    this.#on(f, { type: 'job_decided', cancelled: state === 'cancelled' });
   }
 }
 

@@ -15,7 +15,6 @@ import { bindLog, type AppContext } from './app-context.ts';
 import { chatRouteOf } from './chat-completion.ts';
 import { IDEMPOTENCY_KEY_HEADER, waitForJob, type CreationKey, creationKeyOf } from './routes/job-routes.ts';
 import { requestWriter } from './request-owner.ts';
-import { isTransientDatabaseError } from '../store/transient-errors.ts';
 
 /** Header naming the job a gateway answer belongs to. */
 export const JOB_ID_HEADER = 'onejob-job-id';
@@ -109,10 +108,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
     }));
   } catch (error) {
     // A definite refusal wrote nothing; any other failure may have committed the leased attempt: it is released, never left to doubt.
-    if (firstAttempt) {
-      if (isOnejobError(error) && !isTransientDatabaseError(error)) firstAttempt.unused();
-      else firstAttempt.lost(requestWriter(request));
-    }
+    firstAttempt?.afterCreate({ error }, requestWriter(request));
     if (isOnejobError(error, 'idempotency_key_reused')) {
       metrics.conflicts.inc();
       request.log.info({ idempotency_key: p.idempotencyKey }, 'idempotency key reused with a different body');
@@ -131,7 +127,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
     request.log.info({ route, endpoint: p.endpoint, state: job.state }, 'chat request joined its job');
   }
   const inline = ctx.inline;
-  if (firstAttempt && !(claimed && inline)) firstAttempt.unused();
+  firstAttempt?.afterCreate({ claimed: Boolean(claimed && inline) }, requestWriter(request));
   let started = false;
   const start = claimed && inline
     ? () => {

@@ -206,6 +206,8 @@ async function callTool(g: GatewayRequest, params: { name: string; arguments?: R
       fingerprint: fingerprint({ endpoint: 'mcp', route, arguments: args }), firstAttempt,
     });
   } catch (error) {
+    // The room reserved for the attempt comes back; a create that may have committed hands its lease back.
+    firstAttempt?.afterCreate({ error }, g.principal.owner);
     if (isOnejobError(error, 'idempotency_key_reused')) ctx.metrics.conflicts.inc();
     throw error;
   }
@@ -214,6 +216,7 @@ async function callTool(g: GatewayRequest, params: { name: string; arguments?: R
   else ctx.metrics.replays.inc({ route });
   request.log.info({ job_id: job.id, route, created, state: job.state }, created ? 'tool job created' : 'tool call joined its job');
   const inline = ctx.inline;
+  firstAttempt?.afterCreate({ claimed: Boolean(claimed && inline) }, g.principal.owner);
   let started = false;
   const start = claimed && inline ? () => {
     if (started) return;
