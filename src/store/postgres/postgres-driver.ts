@@ -20,17 +20,16 @@ import pg from 'pg';
 import type { CustomTypesConfig, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 import { OnejobError } from '../../core/errors.ts';
 import type { JobState } from '../../core/states.ts';
-import type { Driver, DriverCapabilities, DriverQueries, MigrationResult, SettleWonParams } from '../driver.ts';
+import type { Driver, DriverCapabilities, DriverQueries, MigrationResult } from '../driver.ts';
 import type { InsightQueries } from '../insight-queries.ts';
 import { loadMigrations, MIGRATIONS_DIR } from '../migration-files.ts';
 import { insightQueriesOn } from './insight-queries.ts';
-import { JobInsertBatcher } from './job-insert-batcher.ts';
+import { batchedQueriesOn } from './batched-queries.ts';
 import { applyMigrations, pendingMigrationVersions } from './migrator.ts';
 import { JOB_CHANNEL, NotificationListener, parseJobPayload, WORK_CHANNEL } from './notification-listener.ts';
-import { describeTarget, isConnectionError, isRetryableTransactionError, mapDatabaseError, unavailableError } from './pg-errors.ts';
+import { describeTarget, isRetryableTransactionError, mapDatabaseError, unavailableError } from './pg-errors.ts';
 import { queriesOn } from './queries-on.ts';
 import type { Queryable } from './queryable.ts';
-import { attemptListByJobBatcher, jobGetByKeyBatcher, settleWonBatcher } from './read-batcher.ts';
 import { STREAM_CHANNEL } from './stream-queries.ts';
 
 export { JOB_CHANNEL, WORK_CHANNEL } from './notification-listener.ts';
@@ -180,33 +179,11 @@ export class PostgresDriver implements Driver {
     this.#listener = new NotificationListener(listenConfig, (e) => this.#unavailable(e), onBackgroundError);
     const autocommit = this.#mapped(this.#pool);
     this.insights = insightQueriesOn(autocommit);
-    const pipelines = Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10);
-    if (pipelines > 0) {
-      const maxQueued = options.maxQueued ?? 2_000;
-      const batcher = new JobInsertBatcher(autocommit, { maxInFlight: pipelines, maxQueued, isConnectionError: (e) => isConnectionError(e) || e instanceof OnejobError });
-      // The reads every replay makes (by key, then the attempts) are coalesced the same way.
-      const byKey = jobGetByKeyBatcher(autocommit, pipelines, maxQueued);
-      const attemptsOf = attemptListByJobBatcher(autocommit, pipelines, maxQueued);
-      // Concurrent fast-path settles are group-committed the same way (each its own row of one statement).
-      const settles = settleWonBatcher(autocommit, pipelines, maxQueued);
-      this.queries = {
-        ...queriesOn(autocommit),
-        jobInsert: async (row) => (await batcher.insert(row))?.job ?? null,
-        jobInsertLeased: async (row, attempt) => {
-          const r = await batcher.insert(row, attempt);
-          return r && r.attempt ? { job: r.job, attempt: r.attempt } : null;
-        },
-        // Callers sharing one read each get their own copy.
-        jobGetByKey: async (ownerId, key) => {
-          const job = await byKey.get([ownerId, key]);
-          return job && { ...job };
-        },
-        ...(options.batchSettles === false ? {} : { attemptSettleWon: (params: SettleWonParams) => settles.get(params) }),
-        attemptListByJob: async (ownerId, jobId) => (await attemptsOf.get([ownerId, jobId])).map((a) => ({ ...a })),
-      };
-    } else {
-      this.queries = queriesOn(autocommit);
-    }
+    this.queries = batchedQueriesOn(autocommit, {
+      pipelines: Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10),
+      maxQueued: options.maxQueued ?? 2_000,
+      batchSettles: options.batchSettles !== false,
+    });
   }
 
   /** See {@link unavailableError}. */
