@@ -89,6 +89,8 @@ export const ATTEMPT_TRANSITIONS: Readonly<
 export const TERMINAL_ATTEMPT_STATES: ReadonlySet<AttemptState> = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
 /** Job states from which nothing moves on. */
 export const TERMINAL_JOB_STATES: ReadonlySet<JobState> = new Set(['succeeded', 'failed', 'cancelled']);
+/** Attempt states that can still change (every state but the terminal ones), in declaration order. */
+export const ACTIVE_ATTEMPT_STATES: readonly AttemptState[] = ATTEMPT_STATES.filter((s) => !TERMINAL_ATTEMPT_STATES.has(s));
 /** Attempt states that block a new attempt (CONTRACT §2, invariant 3). */
 export const IN_DOUBT_ATTEMPT_STATES: ReadonlySet<AttemptState> = new Set(['starting', 'unknown']);
 

@@ -19,7 +19,7 @@ import {
   everyProviderEligible,
   planNextProvider,
 } from '../core/job-rules.ts';
-import { isAttemptActive, isJobTerminal, type AttemptState, type JobState } from '../core/states.ts';
+import { ACTIVE_ATTEMPT_STATES, isAttemptActive, isJobTerminal, type AttemptState, type JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, ResolvedBy, SkippedProvider } from '../core/types.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import { Insights, type RecordLateUsageParams } from './insights.ts';
@@ -606,7 +606,7 @@ export class JobStore implements Store {
     if (!isPlausibleId(p.attemptId)) return false;
     const now = await this.#now(this.#driver.queries);
     return this.#driver.queries.attemptUpdate({
-      ownerId: p.ownerId, id: p.attemptId, fromStates: ['starting', 'running', 'unknown'],
+      ownerId: p.ownerId, id: p.attemptId, fromStates: ACTIVE_ATTEMPT_STATES,
       fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
       set: { providerRequestId: p.providerRequestId },
     });

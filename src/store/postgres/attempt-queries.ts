@@ -8,6 +8,7 @@ import type { AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, LeaseEx
 import type { Attempt } from '../../core/types.ts';
 import { ATTEMPT_COLUMNS, attemptFromRow, jsonParam, type AttemptRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
+import { TERMINAL_JOB_STATES_SQL } from '../sql-rules.ts';
 
 /** The fixed statements of this file, by name ({@link attemptUpdate} builds its own). */
 export const ATTEMPT_SQL = {
@@ -61,7 +62,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 locked_jobs AS (
   SELECT jobs.owner_id, jobs.id FROM jobs
   WHERE (jobs.owner_id, jobs.id) IN (SELECT owner_id, job_id FROM candidates)
-    AND jobs.state NOT IN ('succeeded', 'failed', 'cancelled')
+    AND jobs.state NOT IN ${TERMINAL_JOB_STATES_SQL}
   FOR UPDATE SKIP LOCKED),
 picked AS (
   SELECT c.owner_id, c.id FROM candidates c JOIN locked_jobs j ON j.owner_id = c.owner_id AND j.id = c.job_id

@@ -17,8 +17,7 @@ import type { Attempt, Job } from '../../core/types.ts';
 import type { FirstAttemptRow, JobInsertRow, SettleWonParams } from '../driver.ts';
 import { ATTEMPT_COLUMNS, JOB_COLUMNS, attemptFromRow, jobFromRow, jsonParam, jsonValueParam, type AttemptRow, type JobRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
-
-const TERMINAL = `('succeeded', 'failed', 'cancelled')`;
+import { TERMINAL_JOB_STATES_SQL } from '../sql-rules.ts';
 
 /** `<alias>.<column> AS <prefix><column>` for every column of a list. */
 function prefixed(columns: string, alias: string, prefix: string): string {
@@ -72,7 +71,7 @@ SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
     text: `WITH t AS (SELECT COALESCE($12::timestamptz, clock_timestamp()) AS now),
 j0 AS (
   SELECT jobs.id, jobs.version FROM jobs
-  WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERMINAL} AND attempt_count = 1
+  WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERMINAL_JOB_STATES_SQL} AND attempt_count = 1
     AND (stream_attempt_id IS NULL OR stream_attempt_id = $3)
   FOR UPDATE
 ),
@@ -133,7 +132,7 @@ SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
 j0 AS MATERIALIZED (
   SELECT r.ord, x.ctid AS job_ctid, x.version FROM r CROSS JOIN LATERAL (
     SELECT jobs.ctid, jobs.version FROM jobs
-    WHERE jobs.owner_id = r.owner_id AND jobs.id = r.job_id AND jobs.completed_by IS NULL AND jobs.state NOT IN ${TERMINAL} AND jobs.attempt_count = 1
+    WHERE jobs.owner_id = r.owner_id AND jobs.id = r.job_id AND jobs.completed_by IS NULL AND jobs.state NOT IN ${TERMINAL_JOB_STATES_SQL} AND jobs.attempt_count = 1
       AND (jobs.stream_attempt_id IS NULL OR jobs.stream_attempt_id = r.attempt_id)
     FOR UPDATE
   ) x

@@ -9,12 +9,7 @@ import type { JobFinishParams, JobInsertRow, JobListParams, JobProgressParams, J
 import type { Job } from '../../core/types.ts';
 import { JOB_COLUMNS, jobFromRow, jsonParam, jsonValueParam, type JobRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
-
-const TERMINAL = `('succeeded', 'failed', 'cancelled')`;
-
-/** The job's stream is held by an attempt that ended definitely (the job failed over): it may be claimed again. */
-const STREAM_OWNER_ENDED = `stream_attempt_id IN (SELECT a.id FROM attempts a WHERE a.owner_id = jobs.owner_id AND a.job_id = jobs.id
-    AND a.state IN ('failed', 'cancelled', 'superseded'))`;
+import { TERMINAL_JOB_STATES_SQL, ACTIVE_ATTEMPT_STATES_SQL, STREAM_OWNER_ENDED } from '../sql-rules.ts';
 
 /** The statements of this file, by name. */
 export const JOB_SQL = {
@@ -39,7 +34,7 @@ RETURNING ${JOB_COLUMNS}`,
     // The undecided one first (at most one: the partial UNIQUE index), else the newest finished within the window.
     text: `SELECT ${JOB_COLUMNS} FROM jobs
 WHERE owner_id = $1 AND keyless_fingerprint = $2
-  AND (state NOT IN ${TERMINAL} OR finished_at > COALESCE($4::timestamptz, clock_timestamp()) - $3 * interval '1 millisecond')
+  AND (state NOT IN ${TERMINAL_JOB_STATES_SQL} OR finished_at > COALESCE($4::timestamptz, clock_timestamp()) - $3 * interval '1 millisecond')
 ORDER BY finished_at DESC NULLS FIRST
 LIMIT 1`,
   },
@@ -58,13 +53,13 @@ LIMIT 1`,
   updateProgress: {
     name: 'onejob_job_update_progress',
     text: `UPDATE jobs SET state = $3, attempt_count = $4, skipped = $5, updated_at = $6
-WHERE owner_id = $1 AND id = $2 AND state NOT IN ${TERMINAL}`,
+WHERE owner_id = $1 AND id = $2 AND state NOT IN ${TERMINAL_JOB_STATES_SQL}`,
   },
   finish: {
     name: 'onejob_job_finish',
     text: `UPDATE jobs SET state = $4, completed_by = $5, result = $6, error = $7, skipped = $8,
                 version = version + 1, updated_at = $9, finished_at = $9
-WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL AND state NOT IN ${TERMINAL}
+WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL AND state NOT IN ${TERMINAL_JOB_STATES_SQL}
   AND (stream_attempt_id IS NULL OR $5::text IS NULL OR stream_attempt_id = $5::text OR ${STREAM_OWNER_ENDED})`,
   },
   streamClaim: {
@@ -72,13 +67,13 @@ WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL AND st
     text: `WITH t AS (SELECT COALESCE($6::timestamptz, clock_timestamp()) AS now),
 j0 AS (
   SELECT jobs.id FROM jobs
-  WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERMINAL}
+  WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL AND state NOT IN ${TERMINAL_JOB_STATES_SQL}
     AND (stream_attempt_id IS NULL OR stream_attempt_id = $3 OR ${STREAM_OWNER_ENDED})
   FOR UPDATE
 ),
 a0 AS (
   SELECT attempts.id FROM attempts, t, j0
-  WHERE attempts.owner_id = $1 AND attempts.id = $3 AND attempts.job_id = j0.id AND attempts.state IN ('starting', 'running', 'unknown')
+  WHERE attempts.owner_id = $1 AND attempts.id = $3 AND attempts.job_id = j0.id AND attempts.state IN ${ACTIVE_ATTEMPT_STATES_SQL}
     AND attempts.lease_owner = $4 AND attempts.lease_token = $5 AND attempts.lease_expires_at > t.now
   FOR UPDATE OF attempts
 ),

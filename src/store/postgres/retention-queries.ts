@@ -5,6 +5,7 @@
  */
 import type { MaintenanceLeaseParams, RetentionBatchParams, RetentionBatchResult } from '../driver.ts';
 import type { Queryable } from './queryable.ts';
+import { TERMINAL_JOB_STATES_SQL } from '../sql-rules.ts';
 
 /** The statements of this file, by name. */
 export const RETENTION_SQL = {
@@ -33,7 +34,7 @@ RETURNING holder`,
     text: `WITH doomed AS (
   SELECT j.owner_id, j.id FROM jobs j
   WHERE j.finished_at IS NOT NULL AND j.finished_at < now() - $1 * interval '1 millisecond'
-    AND j.state IN ('succeeded', 'failed', 'cancelled')
+    AND j.state IN ${TERMINAL_JOB_STATES_SQL}
     AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.owner_id = j.owner_id AND a.job_id = j.id AND a.state IN ('starting', 'running'))
   ORDER BY j.finished_at
   LIMIT $2

@@ -1,5 +1,7 @@
 /** Named SQL for the `attempts` table (SQLite). */
 
+import { TERMINAL_JOB_STATES_SQL } from '../sql-rules.ts';
+
 export const ATTEMPT_INSERT = `
 INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at, lease_owner, lease_token, lease_expires_at)
 VALUES (@ownerId, @id, @jobId, @number, @provider, @kind, @state, @baseVersion, @startedAt, @deadlineAt, @leaseOwner, @leaseToken, @leaseExpiresAt)`;
@@ -22,7 +24,7 @@ UPDATE attempts SET state = 'succeeded', finished_at = @now, lease_owner = NULL,
 WHERE owner_id = @ownerId AND id = @attemptId AND job_id = @jobId AND state IN ('starting', 'running')
   AND lease_owner = @leaseOwner AND lease_token = @leaseToken AND lease_expires_at > @now
   AND EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = @ownerId AND j.id = @jobId AND j.completed_by IS NULL
-    AND j.state NOT IN ('succeeded', 'failed', 'cancelled') AND j.attempt_count = 1 AND j.version = attempts.base_version
+    AND j.state NOT IN ${TERMINAL_JOB_STATES_SQL} AND j.attempt_count = 1 AND j.version = attempts.base_version
     AND (j.stream_attempt_id IS NULL OR j.stream_attempt_id = @attemptId))
 RETURNING *`;
 
@@ -54,7 +56,7 @@ export const ATTEMPT_CLAIM = `
 UPDATE attempts SET lease_owner = @leaseOwner, lease_token = 'lease_' || lower(hex(randomblob(16))), lease_expires_at = @leaseExpiresAt
 WHERE (owner_id, id) IN (
   SELECT owner_id, id FROM attempts WHERE state = 'starting' AND lease_owner IS NULL AND started_at <= @now
-    AND EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = attempts.owner_id AND j.id = attempts.job_id AND j.state NOT IN ('succeeded', 'failed', 'cancelled'))
+    AND EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = attempts.owner_id AND j.id = attempts.job_id AND j.state NOT IN ${TERMINAL_JOB_STATES_SQL})
   ORDER BY started_at LIMIT @limit
 )
 RETURNING *`;

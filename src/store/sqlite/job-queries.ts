@@ -1,5 +1,7 @@
 /** Named SQL for the `jobs` table (SQLite). Timestamps are epoch milliseconds; JSON is TEXT. */
 
+import { TERMINAL_JOB_STATES_SQL, ACTIVE_ATTEMPT_STATES_SQL, STREAM_OWNER_ENDED } from '../sql-rules.ts';
+
 export const JOB_INSERT = `
 INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, state, version, attempt_count, skipped, created_at, updated_at, trace_context)
 VALUES (@ownerId, @id, @idempotencyKey, @fingerprint, @route, @input, @metadata, @providers, @state, 0, @attemptCount, '[]', @createdAt, @createdAt, @traceContext)
@@ -17,7 +19,7 @@ RETURNING *`;
 export const JOB_GET_BY_KEYLESS_FINGERPRINT = `
 SELECT * FROM jobs
 WHERE owner_id = @ownerId AND keyless_fingerprint = @fingerprint
-  AND (state NOT IN ('succeeded', 'failed', 'cancelled')
+  AND (state NOT IN ${TERMINAL_JOB_STATES_SQL}
        OR finished_at > COALESCE(@now, CAST(round(unixepoch('subsec') * 1000) AS INTEGER)) - @windowMs)
 ORDER BY finished_at IS NOT NULL, finished_at DESC
 LIMIT 1`;
@@ -30,7 +32,7 @@ LIMIT 1`;
 export const JOB_SETTLE_WON = `
 UPDATE jobs SET state = 'succeeded', completed_by = @attemptId, result = @result, error = NULL,
   version = version + 1, updated_at = @now, finished_at = @now
-WHERE owner_id = @ownerId AND id = @jobId AND completed_by IS NULL AND state NOT IN ('succeeded', 'failed', 'cancelled')
+WHERE owner_id = @ownerId AND id = @jobId AND completed_by IS NULL AND state NOT IN ${TERMINAL_JOB_STATES_SQL}
 RETURNING *`;
 
 /** @refs: a JSON array of [owner_id, id] pairs. */
@@ -53,27 +55,23 @@ LIMIT @limit`;
 
 export const JOB_UPDATE_PROGRESS = `
 UPDATE jobs SET state = @state, attempt_count = @attemptCount, skipped = @skipped, updated_at = @updatedAt
-WHERE owner_id = @ownerId AND id = @id AND state NOT IN ('succeeded', 'failed', 'cancelled')`;
-
-/** The job's stream is held by an attempt that ended definitely (the job failed over): it may be claimed again. */
-const STREAM_OWNER_ENDED = `stream_attempt_id IN (SELECT a.id FROM attempts a WHERE a.owner_id = jobs.owner_id AND a.job_id = jobs.id
-    AND a.state IN ('failed', 'cancelled', 'superseded'))`;
+WHERE owner_id = @ownerId AND id = @id AND state NOT IN ${TERMINAL_JOB_STATES_SQL}`;
 
 /** The outcome compare-and-swap (CONTRACT §2, invariant 2), which also respects the job's stream owner (§7). */
 export const JOB_FINISH = `
 UPDATE jobs SET state = @state, completed_by = @completedBy, result = @result, error = @error, skipped = @skipped,
   version = version + 1, updated_at = @now, finished_at = @now
 WHERE owner_id = @ownerId AND id = @id AND version = @expectedVersion AND completed_by IS NULL
-  AND state NOT IN ('succeeded', 'failed', 'cancelled')
+  AND state NOT IN ${TERMINAL_JOB_STATES_SQL}
   AND (stream_attempt_id IS NULL OR @completedBy IS NULL OR stream_attempt_id = @completedBy OR ${STREAM_OWNER_ENDED})`;
 
 /** The stream compare-and-swap (CONTRACT §7; see `DriverQueries.jobStreamClaim`). */
 export const JOB_STREAM_CLAIM = `
 UPDATE jobs SET stream_attempt_id = @attemptId
-WHERE owner_id = @ownerId AND id = @id AND completed_by IS NULL AND state NOT IN ('succeeded', 'failed', 'cancelled')
+WHERE owner_id = @ownerId AND id = @id AND completed_by IS NULL AND state NOT IN ${TERMINAL_JOB_STATES_SQL}
   AND (stream_attempt_id IS NULL OR stream_attempt_id = @attemptId OR ${STREAM_OWNER_ENDED})
   AND EXISTS (SELECT 1 FROM attempts a WHERE a.owner_id = @ownerId AND a.id = @attemptId AND a.job_id = @id
-    AND a.state IN ('starting', 'running', 'unknown') AND a.lease_owner = @leaseOwner AND a.lease_token = @leaseToken AND a.lease_expires_at > @now)`;
+    AND a.state IN ${ACTIVE_ATTEMPT_STATES_SQL} AND a.lease_owner = @leaseOwner AND a.lease_token = @leaseToken AND a.lease_expires_at > @now)`;
 
 export const JOB_STREAM_OWNER = `SELECT stream_attempt_id FROM jobs WHERE owner_id = ? AND id = ?`;
 

@@ -5,6 +5,8 @@
  * file shares one host). See docs/retention.md.
  */
 
+import { TERMINAL_JOB_STATES_SQL } from '../sql-rules.ts';
+
 /** The database's now, in epoch milliseconds. */
 const NOW_MS = `CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)`;
 
@@ -28,7 +30,7 @@ export const RETENTION_CUTOFF = `SELECT ${NOW_MS} - @olderThanMs AS cutoff`;
 const DOOMED = `
 SELECT owner_id, id FROM jobs j
 WHERE j.finished_at IS NOT NULL AND j.finished_at < @cutoff
-  AND j.state IN ('succeeded', 'failed', 'cancelled')
+  AND j.state IN ${TERMINAL_JOB_STATES_SQL}
   AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.owner_id = j.owner_id AND a.job_id = j.id AND a.state IN ('starting', 'running'))
 ORDER BY j.finished_at, j.owner_id, j.id
 LIMIT @limit`;

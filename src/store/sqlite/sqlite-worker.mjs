@@ -1,6 +1,6 @@
 /**
  * The SQLite worker thread: owns the one better-sqlite3 connection of a
- * driver and runs what `sqlite-driver.ts` posts to it, one message at a time,
+ * driver and runs what `sqlite-connection.ts` posts to it, one message at a time,
  * in arrival order. Every blocking call (a commit's WAL sync under
  * `synchronous = FULL`, a busy-timeout wait for another process's lock) blocks
  * this thread, never the main event loop.
@@ -8,7 +8,7 @@
  * Plain JavaScript on purpose: it needs no TypeScript loader, so it starts
  * the same under tsx, vitest, `bin/onejob` (tsx registered in the main thread
  * only) and plain `node`. The message shapes are typed on the driver's side
- * (`Request`/`Reply` in sqlite-driver.ts); this file must stay in step.
+ * (`Request`/`Reply` in sqlite-connection.ts); this file must stay in step.
  *
  * The worker knows nothing of onejob's tables: it prepares the SQL text it is
  * sent (cached, so each statement is prepared once per connection), binds the
