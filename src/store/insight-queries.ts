@@ -6,7 +6,7 @@
  *
  * Every statement filters by `owner_id`.
  */
-import { TERMINAL_JOB_STATES, type AttemptState, type JobState } from '../core/states.ts';
+import type { AttemptState, JobState } from '../core/states.ts';
 import type { Attempt, Job, JobEvent } from '../core/types.ts';
 
 /** Parameters of {@link InsightQueries.jobSearch}. */
@@ -56,8 +56,6 @@ export interface UsageTotalRow {
   readonly costMicros: number | null;
 }
 
-/** The terminal job states as an SQL list, `('succeeded', 'failed', 'cancelled')`: generated from `core/states.ts` (STYLE §15). */
-export const TERMINAL_JOB_STATES_SQL = `(${[...TERMINAL_JOB_STATES].map((s) => `'${s}'`).join(', ')})`;
 
 /** Parameters of {@link InsightQueries.doubtQueue}. */
 export interface DoubtQueueParams {

@@ -2,10 +2,11 @@
  * Named SQL of the read model (PostgreSQL): job search, usage totals, the
  * owner's event tail. See `store/insight-queries.ts`.
  */
-import { TERMINAL_JOB_STATES_SQL, type DoubtQueueParams, type DoubtRow, type InsightQueries, type JobSearchParams, type UsageTotalRow, type UsageTotalsParams } from '../insight-queries.ts';
+import { type DoubtQueueParams, type DoubtRow, type InsightQueries, type JobSearchParams, type UsageTotalRow, type UsageTotalsParams } from '../insight-queries.ts';
 import type { AttemptState, JobState } from '../../core/states.ts';
 import { ATTEMPT_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, attemptFromRow, eventFromRow, jobFromRow, type AttemptRow, type EventRow, type JobRow } from './row-mappers.ts';
 import type { Queryable } from './queryable.ts';
+import { TERMINAL_JOB_STATES_SQL } from '../sql-rules.ts';
 
 /** Every filter is optional: `$n IS NULL OR …`. The keyset condition follows the order. */
 function searchText(order: 'newest' | 'oldest'): string {

@@ -5,7 +5,8 @@
  */
 import type { AttemptState, JobState } from '../../core/states.ts';
 import type { Attempt, Job, JobEvent } from '../../core/types.ts';
-import { TERMINAL_JOB_STATES_SQL, type InsightQueries } from '../insight-queries.ts';
+import { type InsightQueries } from '../insight-queries.ts';
+import { TERMINAL_JOB_STATES_SQL } from '../sql-rules.ts';
 
 function searchSql(order: 'newest' | 'oldest'): string {
   const cmp = order === 'newest' ? '<' : '>';
