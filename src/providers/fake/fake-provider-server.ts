@@ -30,8 +30,13 @@ import {
 } from './fake-behaviour.ts';
 import { fakeRequestAnswer } from './fake-request-answer.ts';
 import { abortableSleep } from '../abortable-sleep.ts';
+import type { FakeApiContext, FakeCallSource } from './fake-api-context.ts';
+import { defaultErrorHeaders, flattenHeaders, readBody, sendJson, sendText, startEventStream, written } from './fake-http.ts';
+import { argumentPieces, defaultChunks } from './fake-reply-pieces.ts';
+import { FakeResponsesApi, type FakeResponse } from './fake-responses-api.ts';
 
 export type { FakeBehaviour, FakeMatch, FakeProtocol, FakeRule, FakeScript } from './fake-behaviour.ts';
+export type { FakeResponse } from './fake-responses-api.ts';
 
 /** Options of {@link startFakeProvider}. */
 export interface StartFakeProviderOptions {
@@ -55,7 +60,7 @@ export interface StartFakeProviderOptions {
 }
 
 /** Where a call's behaviour came from. */
-export type FakeCallSource = 'header' | 'rule' | 'queue' | 'default';
+export type { FakeCallSource } from './fake-api-context.ts';
 
 /**
  * What the fake did with a call: `pending` (waiting on a gate or delay),
@@ -154,7 +159,7 @@ export interface FakeProvider {
   readonly tasks: readonly FakeTask[];
   /** The callbacks tasks sent (`taskCallback`), oldest first, with the status each was answered (0: not delivered). */
   readonly callbacks: readonly { readonly taskId: string; readonly status: string; readonly answered: number | null }[];
-  /** Every background response created (`POST /v1/responses`), oldest first. */
+  /** Every background response created (`POST /v1/responses`: one per submit), oldest first, with its streamed reads (`resumes`). */
   readonly responses: readonly FakeResponse[];
   /** Questions about earlier work received: stored-completion listings and task reads. */
   readonly lookups: number;
@@ -180,26 +185,6 @@ export interface FakeTask {
   readonly cancelRequested: boolean;
 }
 
-/** A background response of the fake's Responses API (`POST /v1/responses`, `GET /v1/responses/{id}`, `POST …/cancel`). */
-export interface FakeResponse {
-  readonly id: string;
-  /** `metadata.onejob_attempt_id` of the request (onejob's attempt). */
-  readonly attemptId: string | null;
-  readonly status: 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
-  readonly cancelRequested: boolean;
-}
-
-interface ResponseState {
-  readonly id: string;
-  readonly attemptId: string | null;
-  readonly model: string;
-  readonly text: string;
-  readonly endsAt: number;
-  readonly final: 'completed' | 'failed' | 'cancelled';
-  cancelled: boolean;
-  cancelRequested: boolean;
-}
-
 interface TaskState {
   readonly id: string;
   readonly idempotencyKey: string | null;
@@ -222,7 +207,6 @@ interface Gate {
   readonly waiters: Set<() => void>;
 }
 
-const MAX_BODY_BYTES = 10 * 1024 * 1024;
 const FINAL_RESULTS = new Set<FakeCallResult>(['replied', 'stream-error', 'error', 'malformed', 'raw', 'reset', 'rejected', 'client-closed', 'server-closed']);
 
 /**
@@ -250,7 +234,8 @@ class FakeProviderServer implements FakeProvider {
   #closing = false;
   readonly #stored: Record<string, unknown>[] = [];
   readonly #tasks = new Map<string, TaskState>();
-  readonly #responses = new Map<string, ResponseState>();
+  readonly #responsesApi: FakeResponsesApi;
+  readonly #closed = new AbortController();
   #lookups = 0;
   #host = '127.0.0.1';
   #port = 0;
@@ -262,6 +247,7 @@ class FakeProviderServer implements FakeProvider {
   constructor(options: StartFakeProviderOptions) {
     this.#apiKey = options.apiKey;
     this.#taskCallback = options.taskCallback;
+    this.#responsesApi = new FakeResponsesApi(this.#apiContext());
     if (options.script !== undefined) this.script(options.script);
     this.#server = createServer((req, res) => {
       this.#handle(req, res).catch((err: unknown) => {
@@ -308,7 +294,7 @@ class FakeProviderServer implements FakeProvider {
     return [...this.#tasks.values()].map((t) => taskView(t));
   }
   get responses(): readonly FakeResponse[] {
-    return [...this.#responses.values()].map((r) => ({ id: r.id, attemptId: r.attemptId, status: responseStatus(r), cancelRequested: r.cancelRequested }));
+    return this.#responsesApi.responses;
   }
   get lookups(): number {
     return this.#lookups;
@@ -351,7 +337,7 @@ class FakeProviderServer implements FakeProvider {
     this.#seq = 0;
     this.#stored.length = 0;
     this.#tasks.clear();
-    this.#responses.clear();
+    this.#responsesApi.reset();
     this.#lookups = 0;
   }
 
@@ -372,11 +358,29 @@ class FakeProviderServer implements FakeProvider {
 
   close(): Promise<void> {
     this.#closing = true;
+    this.#closed.abort();
     for (const controller of this.#inFlight) controller.abort();
     return new Promise((resolve) => {
       this.#server.close(() => resolve());
       this.#server.closeAllConnections();
     });
+  }
+
+  /** The services the protocol objects share. */
+  #apiContext(): FakeApiContext {
+    const server = this;
+    return {
+      get url() {
+        return server.url;
+      },
+      checkAuth: (protocol, headers) => this.#checkAuth(protocol, headers as Record<string, string>),
+      choose: (protocol, headers, body) => this.#choose(protocol, headers as Record<string, string>, body),
+      waitGate: (gate, signal) => this.#waitGate(gate, signal),
+      countLookup: () => {
+        this.#lookups += 1;
+      },
+      closing: this.#closed.signal,
+    };
   }
 
   #gate(name: string): Gate {
@@ -406,7 +410,7 @@ class FakeProviderServer implements FakeProvider {
     // Questions about earlier work (CONTRACT §11): stored completions, and the task API.
     if ((path === '/v1/chat/completions' || path === '/chat/completions') && method === 'GET') return this.#listStored(req, res);
     const response = /^(?:\/v1)?\/responses(?:\/([^/]+)(\/cancel)?)?$/.exec(path);
-    if (response !== null) return this.#responsesApi(req, res, method, response[1] === undefined ? undefined : decodeURIComponent(response[1]), response[2] !== undefined);
+    if (response !== null) return this.#responsesApi.handle(req, res, method, response[1] === undefined ? undefined : decodeURIComponent(response[1]), response[2] !== undefined);
     const task = /^(?:\/v1)?\/tasks(?:\/([^/]+)(\/cancel)?)?$/.exec(path);
     if (task !== null) return this.#taskApi(req, res, method, task[1] === undefined ? undefined : decodeURIComponent(task[1]), task[2] !== undefined);
 
@@ -517,56 +521,6 @@ class FakeProviderServer implements FakeProvider {
     }
     const data = this.#stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, unknown> | undefined)?.[k] === v));
     sendJson(res, 200, { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
-  }
-
-  /** The fake Responses API in background mode: create, read, cancel (CONTRACT §11). */
-  async #responsesApi(req: IncomingMessage, res: ServerResponse, method: string, id: string | undefined, cancel: boolean): Promise<void> {
-    const headers = flattenHeaders(req);
-    const auth = this.#checkAuth('openai', headers);
-    if (auth !== null) return sendJson(res, auth.status, { error: { message: auth.message } });
-    if (id === undefined) {
-      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
-      let body: { input?: unknown; model?: unknown; metadata?: { onejob_attempt_id?: unknown }; background?: unknown };
-      try {
-        body = JSON.parse((await readBody(req)) ?? '');
-      } catch {
-        return sendJson(res, 400, { error: { message: 'request body is not valid JSON' } });
-      }
-      let chosen: FakeBehaviour;
-      try {
-        chosen = this.#choose('openai', headers, { messages: [], ...body }).behaviour;
-      } catch (err) {
-        return sendJson(res, 400, { error: { message: `fake provider: ${(err as Error).message}` } });
-      }
-      if (chosen.status !== undefined && chosen.status >= 300) return sendJson(res, chosen.status, { error: { message: 'scripted', ...chosen.error } }, { ...defaultErrorHeaders(chosen.status), ...(chosen.headers ?? {}) });
-      const items = Array.isArray(body.input) ? (body.input as { role?: string; content?: unknown }[]) : [];
-      const lastUser = [...items].reverse().find((i) => i.role === 'user');
-      const echo = typeof lastUser?.content === 'string' ? lastUser.content : typeof body.input === 'string' ? body.input : '';
-      const final = chosen.task?.status === 'failed' ? 'failed' : chosen.task?.status === 'canceled' ? 'cancelled' : 'completed';
-      const r: ResponseState = {
-        id: `resp_fake_${this.#responses.size + 1}`, attemptId: typeof body.metadata?.onejob_attempt_id === 'string' ? body.metadata.onejob_attempt_id : null,
-        model: typeof body.model === 'string' ? body.model : 'fake-model', text: typeof chosen.reply === 'string' ? chosen.reply : chosen.reply === undefined ? echo : JSON.stringify(chosen.reply),
-        endsAt: Date.now() + (chosen.task?.runMs ?? 0), final, cancelled: false, cancelRequested: false,
-      };
-      this.#responses.set(r.id, r);
-      if (chosen.loseAnswer === true) {
-        req.socket.resetAndDestroy();
-        return;
-      }
-      // Background mode answers at once, before the work is done.
-      return sendJson(res, 200, responseBody(r, body.background === true ? (Date.now() < r.endsAt ? 'queued' : responseStatus(r)) : responseStatus(r)));
-    }
-    const r = this.#responses.get(id);
-    if (r === undefined) return sendJson(res, 404, { error: { message: `No response found with id '${id}'.`, type: 'invalid_request_error' } });
-    if (cancel) {
-      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
-      r.cancelRequested = true;
-      if (responseStatus(r) === 'in_progress') r.cancelled = true;
-      return sendJson(res, 200, responseBody(r, responseStatus(r)));
-    }
-    if (method !== 'GET') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
-    this.#lookups += 1;
-    return sendJson(res, 200, responseBody(r, responseStatus(r)));
   }
 
   /** The fake task service: create (idempotent by `Idempotency-Key`), read, cancel. */
@@ -751,8 +705,7 @@ class FakeProviderServer implements FakeProvider {
   /** Sends the reply as the protocol's event stream, with the behaviour's timing, gate, error or cut. */
   async #stream(call: MutableCall, b: FakeBehaviour, res: ServerResponse, status: number, headers: Record<string, string>, signal: AbortSignal): Promise<void> {
     const plan = streamPlan(call, b);
-    res.writeHead(status, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...headers });
-    res.flushHeaders();
+    startEventStream(res, status, headers);
     call.status = status;
     let first = true;
     // A cut ends the socket itself, past the response's own buffer: it waits for the events written so far
@@ -899,13 +852,6 @@ function renderCompletion(protocol: FakeProtocol, call: FakeCall, b: FakeBehavio
   };
 }
 
-/** Writes `chunk` to the response; resolves once it has been handed to the socket (or the response is gone). */
-function written(res: ServerResponse, chunk: string): Promise<void> {
-  return new Promise((resolve) => {
-    res.write(chunk, () => resolve());
-  });
-}
-
 function parseArguments(text: string): unknown {
   try {
     return JSON.parse(text);
@@ -916,18 +862,6 @@ function parseArguments(text: string): unknown {
 
 /** One event of a stream: `content` events are counted for `afterChunks`. */
 type StreamStep = { readonly kind: 'content' | 'framing' | 'end'; readonly event: { readonly name?: string; readonly data: unknown } };
-
-/** Splits text into words with their trailing spaces. */
-function defaultChunks(text: string): string[] {
-  return text === '' ? [] : (text.match(/\S+\s*|\s+/g) ?? [text]);
-}
-
-/** Splits a tool call's argument text into up to three pieces, the way providers stream them. */
-function argumentPieces(text: string): string[] {
-  if (text.length < 3) return [text];
-  const third = Math.ceil(text.length / 3);
-  return [text.slice(0, third), text.slice(third, 2 * third), text.slice(2 * third)].filter((p) => p !== '');
-}
 
 function streamPlan(call: FakeCall, b: FakeBehaviour): StreamStep[] {
   const r = replyParts(call, b);
@@ -1035,10 +969,6 @@ function sendError(
   }
 }
 
-function defaultErrorHeaders(status: number): Record<string, string> {
-  return status === 429 || status === 503 || status === 529 ? { 'retry-after': '1' } : {};
-}
-
 function requestIdHeader(protocol: FakeProtocol, seq: number): Record<string, string> {
   return protocol === 'openai' ? { 'x-request-id': `req_fake_${seq}` } : { 'request-id': `req_fake_${seq}` };
 }
@@ -1105,44 +1035,6 @@ function estimateTokens(text: string): number {
   return Math.max(1, Math.ceil(text.length / 4));
 }
 
-// ---------------------------------------------------------------------------
-// HTTP plumbing.
-
-function flattenHeaders(req: IncomingMessage): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
-  }
-  return out;
-}
-
-/** The request body as text, or null when it exceeds the limit. */
-function readBody(req: IncomingMessage): Promise<string | null> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooLarge = false;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) tooLarge = true;
-      else chunks.push(chunk);
-    });
-    req.on('end', () => resolve(tooLarge ? null : Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  sendText(res, status, JSON.stringify(value), headers);
-}
-
-function sendText(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
-  if (res.destroyed) return;
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
-  res.end(text);
-}
-
-
 function taskStatus(t: TaskState): FakeTask['status'] {
   if (t.cancelled) return 'canceled';
   return Date.now() < t.endsAt ? 'processing' : t.final;
@@ -1162,29 +1054,5 @@ function taskBody(base: string, t: TaskState): Record<string, unknown> {
     ...(status === 'succeeded' ? { output: t.output } : {}),
     ...(status === 'failed' ? { error: 'the fake task failed (scripted)' } : {}),
     urls: { get: `${base}/v1/tasks/${t.id}`, cancel: `${base}/v1/tasks/${t.id}/cancel` },
-  };
-}
-
-function responseStatus(r: ResponseState): FakeResponse['status'] {
-  if (r.cancelled) return 'cancelled';
-  return Date.now() < r.endsAt ? 'in_progress' : r.final;
-}
-
-/** A Response object (OpenAI's shape) for a fake background response. */
-function responseBody(r: ResponseState, status: FakeResponse['status']): Record<string, unknown> {
-  const done = status === 'completed';
-  const outputTokens = Math.max(1, Math.ceil(r.text.length / 4));
-  return {
-    id: r.id,
-    object: 'response',
-    created_at: Math.floor(Date.now() / 1000),
-    status,
-    background: true,
-    model: r.model,
-    output: done ? [{ type: 'message', id: `msg_${r.id}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: r.text, annotations: [] }] }] : [],
-    error: status === 'failed' ? { code: 'server_error', message: 'the fake response failed (scripted)' } : null,
-    incomplete_details: null,
-    metadata: r.attemptId === null ? {} : { onejob_attempt_id: r.attemptId },
-    usage: done ? { input_tokens: 5, output_tokens: outputTokens, total_tokens: 5 + outputTokens } : null,
   };
 }
