@@ -22,7 +22,9 @@ import { abortableSleep } from '../abortable-sleep.ts';
 import type { FakeApiContext } from './fake-api-context.ts';
 import type { FakeBehaviour } from './fake-behaviour.ts';
 import { defaultErrorHeaders, flattenHeaders, readBody, sendJson, startEventStream, written } from './fake-http.ts';
+import { contentText } from './fake-reply.ts';
 import { argumentPieces, defaultChunks } from './fake-reply-pieces.ts';
+import { sseEvent } from './fake-wire-protocol.ts';
 
 /** A background response of the fake's Responses API (`POST /v1/responses`, `GET /v1/responses/{id}`, `POST …/cancel`). */
 export interface FakeResponse {
@@ -327,7 +329,7 @@ function nextEvent(r: ResponseState, signal: AbortSignal): Promise<boolean> {
 }
 
 function sse(e: Event): string {
-  return `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
+  return sseEvent({ name: e.type, data: e });
 }
 
 /** The reply's text: `reply` (JSON text for a non-string), else `chunks` joined, else the last user input's text (an echo); none for a tool call only. */
@@ -338,9 +340,7 @@ function replyText(b: FakeBehaviour, input: unknown): string {
   if (typeof input === 'string') return input;
   const items = Array.isArray(input) ? (input as { role?: string; content?: unknown }[]) : [];
   const last = [...items].reverse().find((i) => i.role === 'user');
-  if (typeof last?.content === 'string') return last.content;
-  if (Array.isArray(last?.content)) return (last.content as { text?: unknown }[]).map((p) => (typeof p?.text === 'string' ? p.text : '')).join('');
-  return '';
+  return contentText(last?.content);
 }
 
 /** A Response object (OpenAI's shape) as it stands. */
