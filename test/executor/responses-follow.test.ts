@@ -7,6 +7,7 @@
  * to every stream found by the lookup, losers and cancelled jobs stopped
  * upstream; and `follow: "poll"` beside it.
  */
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -253,12 +254,35 @@ for (const db of TEST_DATABASES) {
         if (t) pieces.push(t);
       }
       expect(pieces.join('')).toBe(TEXT);
-      expect(pieces.length).toBeGreaterThanOrEqual(CHUNKS.length); // streamed piece by piece, not one burst at the end
+      expect(pieces.length).toBeGreaterThanOrEqual(CHUNKS.length); // streamed piece by piece, not one burst at the end (as follow: "poll" gives)
       const jobs = (await store.listJobs({ ownerId: OWNER, limit: 10 })).jobs;
       expect(jobs).toHaveLength(1);
       const job = (await store.getJob(OWNER, jobs[0]!.id))!;
       expect((job.result as { content: string }).content).toBe(TEXT);
       expect(upstream.responses).toEqual([expect.objectContaining({ stream: true, resumes: [7], status: 'completed' })]);
+    });
+
+    it('messages streamed with the Anthropic SDK, and a Response streamed with the openai SDK: each gets the text as the upstream response streams it', async () => {
+      upstream.script([{ chunks: CHUNKS, chunkDelayMs: 10 }, { chunks: CHUNKS, chunkDelayMs: 10, streamCut: { afterChunks: 2 } }]);
+      const anthropic = new Anthropic({ apiKey: TOKEN, baseURL: origin, maxRetries: 0, timeout: 15_000 });
+      const messages = await anthropic.messages.create({ model: 'chat', max_tokens: 100, messages: [{ role: 'user', content: 'go' }], stream: true }, { headers: { 'Idempotency-Key': `msg-${db.name}` } });
+      const texts: string[] = [];
+      for await (const e of messages) if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') texts.push(e.delta.text);
+      expect(texts.join('')).toBe(TEXT);
+      expect(texts.length).toBeGreaterThanOrEqual(CHUNKS.length); // piece by piece, not one burst at the end (as follow: "poll" gives)
+
+      const openai = new OpenAI({ apiKey: TOKEN, baseURL: `${origin}/v1`, maxRetries: 0, timeout: 15_000 });
+      const response = await openai.responses.create({ model: 'chat', input: 'go', stream: true }, { headers: { 'Idempotency-Key': `resp-${db.name}` } });
+      const deltas: string[] = [];
+      let completed: OpenAI.Responses.Response | null = null;
+      for await (const e of response) {
+        if (e.type === 'response.output_text.delta') deltas.push(e.delta);
+        if (e.type === 'response.completed') completed = e.response;
+      }
+      expect(deltas.join('')).toBe(TEXT);
+      expect(deltas.length).toBeGreaterThanOrEqual(CHUNKS.length);
+      expect(completed).toMatchObject({ status: 'completed' });
+      expect(upstream.responses.map((r) => [r.stream, r.resumes, r.status])).toEqual([[true, [], 'completed'], [true, [5], 'completed']]);
     });
   });
 }
