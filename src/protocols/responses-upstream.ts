@@ -1,8 +1,9 @@
 /**
  * The outbound direction of the OpenAI Responses API (CONTRACT §11's
  * `openai-responses` provider type): a chat job's input (an OpenAI Chat
- * Completions request) as a Responses request, and a Responses `Response`
- * as the deltas a chat answer reads as. Typed from the `openai` package's
+ * Completions request) as a Responses request, and a Responses `Response`,
+ * or its event stream ({@link ResponsesStreamReader}), as the deltas a chat
+ * answer reads as. Typed from the `openai` package's
  * Responses types (STYLE example 20). The inbound direction (the
  * `/v1/responses` endpoint) is its own module.
  *
@@ -17,6 +18,7 @@ import type {
   Response,
   ResponseCreateParamsBase,
   ResponseInputItem,
+  ResponseStreamEvent,
 } from 'openai/resources/responses/responses';
 import type { ChatDelta, ChatRequest } from '../providers/provider.ts';
 import { usageOf } from '../providers/completion-accumulator.ts';
@@ -130,4 +132,109 @@ function contentOf(content: unknown): EasyInputMessage['content'] {
       ? { type: 'input_image' as const, image_url: p.image_url?.url ?? '', detail: p.image_url?.detail ?? 'auto' }
       : { type: 'input_text' as const, text: p.text ?? '' },
   ) as EasyInputMessage['content'];
+}
+
+/** What one event of a Responses stream means to the attempt that follows it. */
+export type ResponsesStreamStep =
+  /** An event already seen (its `sequence_number` is not past the cursor): skipped, as a resume after `starting_after` must. */
+  | { readonly kind: 'seen' }
+  /** An event to apply: its deltas (possibly none), and the response id when it names one. */
+  | { readonly kind: 'event'; readonly deltas: readonly ChatDelta[]; readonly responseId?: string | undefined }
+  /** `response.completed`: the final Response (its usage and finish are in `deltas`). */
+  | { readonly kind: 'completed'; readonly deltas: readonly ChatDelta[]; readonly response: unknown }
+  /** `response.failed` / `response.incomplete`: the response ended without an answer. */
+  | { readonly kind: 'failed'; readonly status: string; readonly details: unknown }
+  /** An `error` event: this connection is over; the response itself may still run. */
+  | { readonly kind: 'error'; readonly message: string }
+  /** The event cannot be read. */
+  | { readonly kind: 'malformed'; readonly reason: string };
+
+/**
+ * Reads the server-sent events of one Responses API response across every
+ * connection that follows it (the create's stream, then each resume with
+ * `starting_after`), as chat deltas: text and refusal deltas, function calls
+ * as tool calls (numbered by their order among the function-call items),
+ * the model, and at `response.completed` the usage and finish. It keeps the
+ * cursor (the last `sequence_number` applied): events at or before it are
+ * `seen` and skipped, so a server that replays from the start on a resume
+ * never doubles the text. Pure.
+ *
+ * @example
+ * const reader = new ResponsesStreamReader();
+ * reader.read('{"type":"response.output_text.delta","sequence_number":3,"delta":"Hi",…}') // { kind: 'event', deltas: [{ type: 'text', text: 'Hi' }] }
+ * reader.cursor // 3: resume with ?stream=true&starting_after=3
+ */
+export class ResponsesStreamReader {
+  #cursor = -1;
+  #calls = 0;
+  readonly #callOfOutput = new Map<number, number>();
+  #modelSent = false;
+
+  /** The `sequence_number` of the last event applied; -1 before the first. */
+  get cursor(): number {
+    return this.#cursor;
+  }
+
+  /** One SSE event's `data`. */
+  read(data: string): ResponsesStreamStep {
+    let event: Record<string, unknown>;
+    try {
+      event = JSON.parse(data) as Record<string, unknown>;
+    } catch {
+      return { kind: 'malformed', reason: 'an event that is not JSON' };
+    }
+    if (typeof event !== 'object' || event === null || typeof event.type !== 'string') return { kind: 'malformed', reason: 'an event without a type' };
+    const seq = event.sequence_number;
+    if (typeof seq === 'number') {
+      if (seq <= this.#cursor) return { kind: 'seen' };
+      this.#cursor = seq;
+    }
+    const e = event as unknown as ResponseStreamEvent;
+    switch (e.type) {
+      case 'response.created':
+      case 'response.queued':
+      case 'response.in_progress':
+        return { kind: 'event', deltas: this.#model(e.response), responseId: e.response?.id };
+      case 'response.output_item.added': {
+        if (e.item.type !== 'function_call') return { kind: 'event', deltas: [] };
+        const index = this.#calls++;
+        this.#callOfOutput.set(e.output_index, index);
+        return { kind: 'event', deltas: [{ type: 'tool_call', index, id: e.item.call_id, name: e.item.name, ...(e.item.arguments ? { arguments: e.item.arguments } : {}) }] };
+      }
+      case 'response.function_call_arguments.delta': {
+        const index = this.#callOfOutput.get(e.output_index);
+        if (index === undefined) return { kind: 'malformed', reason: `arguments for output ${e.output_index}, which is not a function call` };
+        return { kind: 'event', deltas: e.delta === '' ? [] : [{ type: 'tool_call', index, arguments: e.delta }] };
+      }
+      case 'response.output_text.delta':
+        return { kind: 'event', deltas: e.delta === '' ? [] : [{ type: 'text', text: e.delta }] };
+      case 'response.refusal.delta':
+        return { kind: 'event', deltas: e.delta === '' ? [] : [{ type: 'refusal', text: e.delta }] };
+      case 'response.completed': {
+        const u = e.response.usage;
+        return {
+          kind: 'completed',
+          response: e.response,
+          deltas: [
+            ...this.#model(e.response),
+            { type: 'finish', finish_reason: this.#calls > 0 ? 'tool_calls' : 'stop' },
+            { type: 'usage', usage: usageOf(u?.input_tokens, u?.output_tokens, u?.total_tokens) },
+          ],
+        };
+      }
+      case 'response.failed':
+      case 'response.incomplete':
+        return { kind: 'failed', status: e.response.status ?? (e.type === 'response.failed' ? 'failed' : 'incomplete'), details: e.response.error ?? e.response.incomplete_details ?? null };
+      case 'error':
+        return { kind: 'error', message: e.message };
+      default:
+        return { kind: 'event', deltas: [] };
+    }
+  }
+
+  #model(response: Partial<Response> | undefined): ChatDelta[] {
+    if (this.#modelSent || typeof response?.model !== 'string' || response.model === '') return [];
+    this.#modelSent = true;
+    return [{ type: 'model', model: response.model }];
+  }
 }

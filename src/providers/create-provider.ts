@@ -89,6 +89,10 @@ export function providerConfigProblems(name: string, config: unknown): string[] 
     if (type !== 'openai') problems.push(`${at('lookup')}: only for type "openai"`);
     else if (c.lookup !== 'stored-completions') problems.push(`${at('lookup')}: must be "stored-completions" or null`);
   }
+  if (c.follow !== undefined && c.follow !== null) {
+    if (type !== 'openai-responses') problems.push(`${at('follow')}: only for type "openai-responses"`);
+    else if (c.follow !== 'stream' && c.follow !== 'poll') problems.push(`${at('follow')}: must be "stream" or "poll" (got ${JSON.stringify(c.follow)})`);
+  }
   if (c.settleUnknownAfterMs !== undefined && c.settleUnknownAfterMs !== null && (c.maxDurationMs === undefined || c.maxDurationMs === null)) {
     problems.push(`${at('settleUnknownAfterMs')}: needs maxDurationMs (the provider's promise that bounds every request)`);
   } else if (typeof c.settleUnknownAfterMs === 'number' && typeof c.maxDurationMs === 'number' && c.settleUnknownAfterMs < c.maxDurationMs) {

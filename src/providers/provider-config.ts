@@ -99,9 +99,21 @@ export interface OpenAIResponsesProviderConfig extends ProviderConfigBase {
   readonly baseUrl: string;
   readonly apiKey?: string | null | undefined;
   readonly model: string;
-  /** How often a background response is polled while its attempt waits, in ms. Default 1000. */
+  /**
+   * How an attempt's output is followed (CONTRACT §11). `"stream"`: the
+   * create says `stream: true` too; the events are relayed as the job's
+   * stream, and a cut is resumed with `GET …/responses/{id}?stream=true&starting_after=<n>`.
+   * `"poll"`: `GET …/responses/{id}` every `pollIntervalMs`; a streamed
+   * job's answer arrives whole. Default `"stream"`.
+   */
+  readonly follow?: ResponsesFollow | undefined;
+  /** `follow: "poll"`: how often a background response is polled while its attempt waits; `"stream"`: the pause between two resumes that brought nothing. In ms. Default 1000. */
   readonly pollIntervalMs?: number | undefined;
 }
+
+/** How an `openai-responses` attempt is followed: by its event stream (resumed after a cut) or by polling. */
+export const ResponsesFollow = { Stream: 'stream', Poll: 'poll' } as const;
+export type ResponsesFollow = (typeof ResponsesFollow)[keyof typeof ResponsesFollow];
 
 /**
  * A prediction-style task service (CONTRACT §11): `POST {baseUrl}` with

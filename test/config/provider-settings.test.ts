@@ -45,4 +45,12 @@ describe('timeouts and retry in the config file', () => {
     const loadBad = load({ p: { type: 'openai', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', ...bad } });
     expect(loadBad).toThrow(expect.objectContaining({ code: 'config_invalid', message: expect.stringContaining(path) }));
   });
+
+  it('openai-responses: follow "stream" or "poll", one line naming the field otherwise; only for that type', () => {
+    const responses = { type: 'openai-responses', baseUrl: 'http://127.0.0.1:9/v1', model: 'm' };
+    expect(load({ p: { ...responses, follow: 'poll', pollIntervalMs: 200 } })().providers.p).toMatchObject({ follow: 'poll', pollIntervalMs: 200 });
+    expect(load({ p: responses })().providers.p!.follow).toBeUndefined(); // the adapter's default: stream
+    expect(load({ p: { ...responses, follow: 'push' } })).toThrow(expect.objectContaining({ code: 'config_invalid', message: expect.stringContaining('/providers/p/follow: must be "stream" or "poll" (got "push")') }));
+    expect(load({ p: { type: 'openai', baseUrl: 'http://127.0.0.1:9/v1', model: 'm', follow: 'stream' } })).toThrow(expect.objectContaining({ message: expect.stringContaining('/providers/p/follow: only for type "openai-responses"') }));
+  });
 });

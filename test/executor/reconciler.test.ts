@@ -10,27 +10,13 @@ import { Executor, type ExecutorOptions } from '../../src/executor/executor.ts';
 import type { Reconciler } from '../../src/executor/reconciler.ts';
 import { createProvider } from '../../src/providers/create-provider.ts';
 import type { LookupAnswerKind, Provider } from '../../src/providers/provider.ts';
-import type { JobWithAttempts } from '../../src/core/types.ts';
 import type { JobStore } from '../../src/store/job-store.ts';
 import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
 import { createTestStore, TEST_DATABASES } from '../support/databases.ts';
+import { waitForJob } from '../support/wait-for-job.ts';
 
 const OWNER = 'alice';
 const INPUT = { messages: [{ role: 'user', content: 'summarize this' }] };
-
-/** Resolves when `pred` holds for the job, re-checking on every change. */
-export async function waitForJob(store: JobStore, jobId: string, pred: (j: JobWithAttempts) => boolean, timeoutMs = 15_000): Promise<JobWithAttempts> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const job = await store.getJob(OWNER, jobId);
-    if (job && pred(job)) return job;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for job ${jobId}; last: ${JSON.stringify({ state: job?.state, attempts: job?.attempts.map((a) => [a.state, a.error?.code]) })}`);
-    await new Promise<void>((resolve) => {
-      const off = store.onJobChanged((_, id) => id === jobId && (off(), resolve()));
-      setTimeout(() => (off(), resolve()), 50);
-    });
-  }
-}
 
 /** Resolves at the reconciler's next lookup of `attemptId` that answered `kind`. */
 function lookupAnswered(reconciler: Reconciler, attemptId: string, kind: LookupAnswerKind): Promise<void> {

@@ -2,6 +2,7 @@
  * The fake provider server: scripting (queue, default, rules, header, gates),
  * the call log, both wire protocols, and the HTTP control plane.
  */
+import OpenAI from 'openai';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseFakeScript } from '../../src/testing/fake-behaviour.ts';
@@ -226,5 +227,53 @@ describe('hang and close', () => {
     await other.close();
     expect(await pending).toBe('connection error');
     expect(other.calls[0]?.result).toBe('server-closed');
+  });
+});
+
+describe('the Responses API in background mode, read by the official openai SDK', () => {
+  const sdk = () => new OpenAI({ apiKey: 'k', baseURL: `${fake.url}/v1`, maxRetries: 0 });
+  const textOf = (events: { type: string; delta?: string }[]) => events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+
+  it('streams a background response whose events the SDK accumulates into the final Response', async () => {
+    fake.script([{ chunks: ['one ', 'two ', 'three'], toolCalls: [{ name: 'look', arguments: { at: 'fox' } }] }]);
+    const stream = sdk().responses.stream({ model: 'gpt-x', input: 'hi', background: true });
+    const final = await stream.finalResponse();
+    expect(final).toMatchObject({ id: 'resp_fake_1', status: 'completed', model: 'gpt-x', background: true });
+    expect(final.output.map((o) => o.type)).toEqual(['message', 'function_call']);
+    expect(final.output[0]).toMatchObject({ type: 'message', content: [{ type: 'output_text', text: 'one two three' }] });
+    expect(final.output[1]).toMatchObject({ type: 'function_call', name: 'look', arguments: '{"at":"fox"}' });
+    expect(fake.responses).toEqual([expect.objectContaining({ id: 'resp_fake_1', status: 'completed', stream: true, resumes: [] })]);
+  });
+
+  it('a cut create stream: the work goes on, and a resume with starting_after gets exactly the events after it, live', async () => {
+    fake.script([{ chunks: ['a', 'b', 'c', 'd', 'e'], chunkDelayMs: 20, streamCut: { afterChunks: 2 } }]);
+    const client = sdk();
+    const first: { type: string; sequence_number: number; delta?: string }[] = [];
+    const created = await client.responses.create({ model: 'gpt-x', input: 'hi', background: true, stream: true });
+    await expect((async () => {
+      for await (const e of created) first.push(e as never);
+    })()).rejects.toThrow();
+    expect(textOf(first)).toBe('ab');
+    const last = first.at(-1)!.sequence_number;
+    const resumed = await client.responses.retrieve('resp_fake_1', { stream: true, starting_after: last });
+    const rest: { type: string; sequence_number: number; delta?: string }[] = [];
+    for await (const e of resumed) rest.push(e as never);
+    expect(rest[0]!.sequence_number).toBe(last + 1);
+    expect([...first, ...rest].map((e) => e.sequence_number)).toEqual([...first, ...rest].map((_, i) => i));
+    expect(textOf(first) + textOf(rest)).toBe('abcde');
+    expect(rest.at(-1)).toMatchObject({ type: 'response.completed', response: { status: 'completed' } });
+    expect(fake.responses[0]).toMatchObject({ resumes: [last], status: 'completed' });
+  });
+
+  it('polls and cancels: queued/in_progress while it runs, cancelled after POST …/cancel; an unknown id is 404', async () => {
+    fake.script([{ task: { runMs: 30_000 } }]);
+    const client = sdk();
+    const created = await client.responses.create({ model: 'gpt-x', input: 'hi', background: true });
+    expect(['queued', 'in_progress']).toContain(created.status);
+    expect((await client.responses.retrieve(created.id)).status).toBe('in_progress');
+    expect((await client.responses.cancel(created.id)).status).toBe('cancelled');
+    expect(fake.responses[0]).toMatchObject({ cancelRequested: true, status: 'cancelled', stream: false });
+    expect(fake.lookups).toBe(1);
+    await expect(client.responses.retrieve('resp_nope')).rejects.toMatchObject({ status: 404 });
   });
 });

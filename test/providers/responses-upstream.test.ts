@@ -3,7 +3,7 @@
  * provider (`src/protocols/responses-upstream.ts`), and the way back.
  */
 import { describe, expect, it } from 'vitest';
-import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers } from '../../src/protocols/responses-upstream.ts';
+import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers, ResponsesStreamReader } from '../../src/protocols/responses-upstream.ts';
 
 describe('chat → responses', () => {
   it('translates messages, tool calls and their results, tools, limits and the response format', () => {
@@ -57,5 +57,44 @@ describe('chat → responses', () => {
       { type: 'usage', usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } },
     ]);
     expect(responseDeltas({ id: 'x' })).toEqual({ malformed: 'no output' });
+  });
+});
+
+describe('responses stream → deltas (ResponsesStreamReader)', () => {
+  const ev = (seq: number, type: string, fields: Record<string, unknown> = {}) => JSON.stringify({ type, sequence_number: seq, ...fields });
+  const response = (status: string, extra: Record<string, unknown> = {}) => ({ id: 'resp_9', object: 'response', status, model: 'gpt-4.1-mini', output: [], ...extra });
+
+  it('reads the id, text, function calls and the end; keeps the cursor', () => {
+    const r = new ResponsesStreamReader();
+    expect(r.cursor).toBe(-1);
+    expect(r.read(ev(0, 'response.created', { response: response('queued') }))).toEqual({ kind: 'event', responseId: 'resp_9', deltas: [{ type: 'model', model: 'gpt-4.1-mini' }] });
+    expect(r.read(ev(1, 'response.in_progress', { response: response('in_progress') }))).toEqual({ kind: 'event', responseId: 'resp_9', deltas: [] });
+    expect(r.read(ev(2, 'response.output_item.added', { output_index: 0, item: { type: 'message', id: 'm', role: 'assistant', content: [] } }))).toEqual({ kind: 'event', deltas: [] });
+    expect(r.read(ev(3, 'response.output_text.delta', { output_index: 0, content_index: 0, item_id: 'm', delta: 'Hel' }))).toEqual({ kind: 'event', deltas: [{ type: 'text', text: 'Hel' }] });
+    expect(r.read(ev(4, 'response.output_item.added', { output_index: 1, item: { type: 'function_call', id: 'fc', call_id: 'call_1', name: 'look', arguments: '' } }))).toEqual({
+      kind: 'event', deltas: [{ type: 'tool_call', index: 0, id: 'call_1', name: 'look' }],
+    });
+    expect(r.read(ev(5, 'response.function_call_arguments.delta', { output_index: 1, item_id: 'fc', delta: '{"a":1}' }))).toEqual({ kind: 'event', deltas: [{ type: 'tool_call', index: 0, arguments: '{"a":1}' }] });
+    const end = r.read(ev(6, 'response.completed', { response: response('completed', { usage: { input_tokens: 3, output_tokens: 2, total_tokens: 5 } }) }));
+    expect(end).toMatchObject({ kind: 'completed', deltas: [{ type: 'finish', finish_reason: 'tool_calls' }, { type: 'usage', usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } }] });
+    expect(r.cursor).toBe(6);
+  });
+
+  it('skips events at or before the cursor, so a resume that replays from the start relays nothing twice', () => {
+    const r = new ResponsesStreamReader();
+    r.read(ev(0, 'response.created', { response: response('queued') }));
+    r.read(ev(1, 'response.output_text.delta', { output_index: 0, content_index: 0, item_id: 'm', delta: 'once' }));
+    expect(r.read(ev(0, 'response.created', { response: response('queued') }))).toEqual({ kind: 'seen' });
+    expect(r.read(ev(1, 'response.output_text.delta', { output_index: 0, content_index: 0, item_id: 'm', delta: 'once' }))).toEqual({ kind: 'seen' });
+    expect(r.read(ev(2, 'response.output_text.delta', { output_index: 0, content_index: 0, item_id: 'm', delta: ' more' }))).toEqual({ kind: 'event', deltas: [{ type: 'text', text: ' more' }] });
+  });
+
+  it('failed and incomplete end the response; an error event ends only the connection; garbage is malformed', () => {
+    const r = new ResponsesStreamReader();
+    expect(r.read(ev(0, 'response.failed', { response: response('failed', { error: { code: 'server_error', message: 'x' } }) }))).toEqual({ kind: 'failed', status: 'failed', details: { code: 'server_error', message: 'x' } });
+    expect(r.read(ev(1, 'response.incomplete', { response: response('incomplete', { incomplete_details: { reason: 'max_output_tokens' } }) }))).toEqual({ kind: 'failed', status: 'incomplete', details: { reason: 'max_output_tokens' } });
+    expect(r.read(ev(2, 'error', { code: 'server_error', message: 'stream broke', param: null }))).toEqual({ kind: 'error', message: 'stream broke' });
+    expect(r.read('not json')).toEqual({ kind: 'malformed', reason: 'an event that is not JSON' });
+    expect(r.read(ev(3, 'response.function_call_arguments.delta', { output_index: 7, delta: '{' }))).toMatchObject({ kind: 'malformed' });
   });
 });

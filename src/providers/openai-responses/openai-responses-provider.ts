@@ -4,16 +4,19 @@
  *
  * - Create: `POST {baseUrl}/responses` with the chat job translated
  *   (`src/protocols/responses-upstream.ts`), `background: true`, `store:
- *   true` and `metadata.onejob_attempt_id`. The `resp_…` id it answers at
- *   once is the attempt's `provider_request_id`, recorded before the wait.
- * - Follow: `GET {baseUrl}/responses/{id}` every `pollIntervalMs` until the
- *   status is final; the same request is the lookup (`completed` → output;
- *   `failed`, `cancelled`, `incomplete` → failed; `queued`, `in_progress` →
- *   still running).
+ *   true` and `metadata.onejob_attempt_id`. The `resp_…` id is the attempt's
+ *   `provider_request_id`, recorded the moment it arrives, before the wait.
+ * - Follow, by the provider's `follow` setting:
+ *   - `"stream"` (the default): the create also says `stream: true`; the id
+ *     arrives in the first event (`response.created`), the text and tool
+ *     calls as they are made (relayed as the job's stream). A cut connection
+ *     is resumed with `GET {baseUrl}/responses/{id}?stream=true&starting_after=<the
+ *     last sequence_number>`; the work is never submitted again.
+ *   - `"poll"`: `GET {baseUrl}/responses/{id}` every `pollIntervalMs` until
+ *     the status is final; a streamed job's answer arrives whole.
+ *   The plain GET is also the lookup (`completed` → output; `failed`,
+ *   `cancelled`, `incomplete` → failed; `queued`, `in_progress` → still running).
  * - Stop: `POST {baseUrl}/responses/{id}/cancel` (losers, cancelled jobs).
- *
- * Streaming the output (`stream: true` with `starting_after` after a cut) is
- * not done yet: a streamed job's answer arrives whole.
  */
 import type { Dispatcher } from 'undici';
 import { attemptHeaders, jsonApiHeaders, mergeHeaders } from '../attempt-headers.ts';
@@ -21,11 +24,12 @@ import { invalidChatRequestReason } from '../chat-request.ts';
 import { failure, outcomeFromExchange } from '../classify-outcome.ts';
 import { CompletionAccumulator } from '../completion-accumulator.ts';
 import { createProviderAgent, postJson, type HttpExchange } from '../http-exchange.ts';
-import { DEFAULT_PROVIDER_TIMEOUT_MS, type OpenAIResponsesProviderConfig } from '../provider-config.ts';
-import type { ChatRequest, LookupAnswer, LookupRequest, NormalizedCompletion, Provider, ProviderOutcome, ProviderRequest, StopRequest } from '../provider.ts';
+import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUT_MS, type OpenAIResponsesProviderConfig, type ResponsesFollow } from '../provider-config.ts';
+import type { ChatDeltaListener, ChatRequest, LookupAnswer, LookupRequest, NormalizedCompletion, Provider, ProviderOutcome, ProviderRequest, StopRequest } from '../provider.ts';
 import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers } from '../../protocols/responses-upstream.ts';
 import { DEFAULT_TASK_POLL_INTERVAL_MS } from '../task/task-provider.ts';
 import { abortableSleep } from '../abortable-sleep.ts';
+import { followResponseStream } from './response-stream-follower.ts';
 
 const RUNNING = new Set(['queued', 'in_progress']);
 const FAILED = new Set(['failed', 'cancelled', 'incomplete']);
@@ -47,8 +51,12 @@ export class OpenAIResponsesProvider implements Provider {
   readonly name: string;
   readonly model: string;
   readonly timeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxDurationMs: number | null;
   readonly contextWindow: number | null;
   readonly settleUnknownAfterMs: number | null = null;
+  /** How an attempt's output is followed: `stream` (the default) or `poll`. */
+  readonly follow: ResponsesFollow;
   readonly #config: OpenAIResponsesProviderConfig;
   readonly #base: string;
   readonly #dispatcher: Dispatcher;
@@ -59,7 +67,10 @@ export class OpenAIResponsesProvider implements Provider {
     this.name = name;
     this.model = config.model;
     this.timeoutMs = config.timeoutMs ?? DEFAULT_PROVIDER_TIMEOUT_MS;
+    this.idleTimeoutMs = config.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS;
+    this.maxDurationMs = config.maxDurationMs ?? null;
     this.contextWindow = config.contextWindow ?? null;
+    this.follow = config.follow ?? 'stream';
     this.#config = config;
     this.#base = config.baseUrl.replace(/\/+$/, '');
     this.#ownsDispatcher = options.dispatcher === undefined;
@@ -72,47 +83,12 @@ export class OpenAIResponsesProvider implements Provider {
     return responsesUnsupportedMembers(input);
   }
 
-  async call(request: ProviderRequest): Promise<ProviderOutcome> {
-    const invalid = invalidChatRequestReason(request.input) ?? (this.unsupportedMembers(request.input).length > 0 ? `the Responses API cannot express ${this.unsupportedMembers(request.input).map((m) => `"${m}"`).join(', ')}` : null);
-    if (invalid !== null) return failure('invalid_input', `${this.name}: ${invalid}`, { provider: this.name, phase: 'before_send' });
-    const body = {
-      ...chatToResponsesRequest(request.input),
-      model: this.model,
-      background: true,
-      store: true,
-      metadata: { onejob_attempt_id: request.attemptId },
-    };
-    const exchange = await postJson(this.#dispatcher, {
-      url: new URL(`${this.#base}/responses`),
-      headers: mergeHeaders(this.#headers(), attemptHeaders(request)),
-      body,
-      signal: request.signal,
-      onDispatched: request.onDispatched,
-    });
-    const created = this.#reading(exchange);
-    if ('outcome' in created) return created.outcome;
-    let reading = created.reading;
-    try {
-      request.onProviderRequestId?.(reading.id);
-    } catch {
-      // The listener's failure is the caller's business.
-    }
-    while (reading.kind === 'running') {
-      if (!(await abortableSleep(this.#pollMs, request.signal))) return this.#abandoned(reading.id, reading.status);
-      const polled = this.#reading(await this.#get(reading.id, request.signal));
-      if ('outcome' in polled) {
-        if (request.signal.aborted) return this.#abandoned(reading.id, reading.status);
-        continue; // a failed poll says nothing new about the response
-      }
-      reading = polled.reading;
-    }
-    if (reading.kind === 'succeeded') return { kind: 'success', completion: reading.completion, raw: reading.raw, providerRequestId: reading.id };
-    const outcome = failure('provider_task_failed', `${this.name}: response ${reading.id} ended ${reading.status}`, { provider: this.name, phase: 'after_body', provider_request_id: reading.id });
-    return outcome.kind === 'failure' ? { ...outcome, error: { ...outcome.error, details: { ...outcome.error.details, status: reading.status, response_error: reading.details } as never } } : outcome;
+  call(request: ProviderRequest): Promise<ProviderOutcome> {
+    return this.#attempt(request, null);
   }
 
-  stream(request: ProviderRequest): Promise<ProviderOutcome> {
-    return this.call(request);
+  stream(request: ProviderRequest, onDelta: ChatDeltaListener): Promise<ProviderOutcome> {
+    return this.#attempt(request, onDelta);
   }
 
   async lookup(request: LookupRequest): Promise<LookupAnswer> {
@@ -136,6 +112,55 @@ export class OpenAIResponsesProvider implements Provider {
   async stopUpstream(request: StopRequest): Promise<void> {
     if (request.providerRequestId === null) return;
     await postJson(this.#dispatcher, { url: new URL(`${this.#base}/responses/${encodeURIComponent(request.providerRequestId)}/cancel`), headers: this.#headers(), body: {}, signal: request.signal });
+  }
+
+  /** One attempt: the create, then the output followed by streaming or by polling (the `follow` setting). */
+  async #attempt(request: ProviderRequest, onDelta: ChatDeltaListener | null): Promise<ProviderOutcome> {
+    const unsupported = this.unsupportedMembers(request.input);
+    const invalid = invalidChatRequestReason(request.input) ?? (unsupported.length > 0 ? `the Responses API cannot express ${unsupported.map((m) => `"${m}"`).join(', ')}` : null);
+    if (invalid !== null) return failure('invalid_input', `${this.name}: ${invalid}`, { provider: this.name, phase: 'before_send' });
+    const body = {
+      ...chatToResponsesRequest(request.input),
+      model: this.model,
+      background: true,
+      store: true,
+      metadata: { onejob_attempt_id: request.attemptId },
+    };
+    const createHeaders = mergeHeaders(this.#headers(), attemptHeaders(request));
+    if (this.follow === 'stream') {
+      return followResponseStream({
+        name: this.name, model: this.model, base: this.#base, dispatcher: this.#dispatcher,
+        body: { ...body, stream: true }, createHeaders, resumeHeaders: this.#headers(),
+        request, onDelta, resumeWaitMs: this.#pollMs,
+        whole: (exchange) => this.#poll(exchange, request),
+      });
+    }
+    const exchange = await postJson(this.#dispatcher, { url: new URL(`${this.#base}/responses`), headers: createHeaders, body, signal: request.signal, onDispatched: request.onDispatched });
+    return this.#poll(exchange, request);
+  }
+
+  /** Follows a response by polling from its create's answer (`follow: "poll"`, or a server that answered a streamed create as JSON). */
+  async #poll(exchange: HttpExchange, request: ProviderRequest): Promise<ProviderOutcome> {
+    const created = this.#reading(exchange);
+    if ('outcome' in created) return created.outcome;
+    let reading = created.reading;
+    try {
+      request.onProviderRequestId?.(reading.id);
+    } catch {
+      // The listener's failure is the caller's business.
+    }
+    while (reading.kind === 'running') {
+      if (!(await abortableSleep(this.#pollMs, request.signal))) return this.#abandoned(reading.id, reading.status);
+      const polled = this.#reading(await this.#get(reading.id, request.signal));
+      if ('outcome' in polled) {
+        if (request.signal.aborted) return this.#abandoned(reading.id, reading.status);
+        continue; // a failed poll says nothing new about the response
+      }
+      reading = polled.reading;
+    }
+    if (reading.kind === 'succeeded') return { kind: 'success', completion: reading.completion, raw: reading.raw, providerRequestId: reading.id };
+    const outcome = failure('provider_task_failed', `${this.name}: response ${reading.id} ended ${reading.status}`, { provider: this.name, phase: 'after_body', provider_request_id: reading.id });
+    return outcome.kind === 'failure' ? { ...outcome, error: { ...outcome.error, details: { ...outcome.error.details, status: reading.status, response_error: reading.details } as never } } : outcome;
   }
 
   async close(): Promise<void> {

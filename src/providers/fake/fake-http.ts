@@ -1,0 +1,64 @@
+/**
+ * The fake provider's HTTP plumbing, shared by its protocols
+ * (`src/providers/fake/`): reading a request, answering JSON, writing an
+ * event stream. Node's `http` only; nothing here knows a protocol.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** The largest request body the fake reads (a larger one is answered 413). */
+export const MAX_BODY_BYTES = 10 * 1024 * 1024;
+
+/** Request headers as one string each, names lower-cased. */
+export function flattenHeaders(req: IncomingMessage): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+/** The request body as text, or null when it exceeds {@link MAX_BODY_BYTES}. */
+export function readBody(req: IncomingMessage): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) tooLarge = true;
+      else chunks.push(chunk);
+    });
+    req.on('end', () => resolve(tooLarge ? null : Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+/** Answers `value` as JSON (nothing when the response is already gone). */
+export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+  sendText(res, status, JSON.stringify(value), headers);
+}
+
+/** Answers exactly `text`, typed as JSON (nothing when the response is already gone). */
+export function sendText(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
+  if (res.destroyed) return;
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
+  res.end(text);
+}
+
+/** Starts an event stream: the status and SSE headers, flushed at once. */
+export function startEventStream(res: ServerResponse, status: number, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...headers });
+  res.flushHeaders();
+}
+
+/** Writes `chunk` to the response; resolves once it has been handed to the socket (or the response is gone). */
+export function written(res: ServerResponse, chunk: string): Promise<void> {
+  return new Promise((resolve) => {
+    res.write(chunk, () => resolve());
+  });
+}
+
+/** The `retry-after` the real APIs send with a 429, 503 or 529. */
+export function defaultErrorHeaders(status: number): Record<string, string> {
+  return status === 429 || status === 503 || status === 529 ? { 'retry-after': '1' } : {};
+}
