@@ -125,7 +125,7 @@ async function main(): Promise<number> {
     const progress = setInterval(() => log(`… ${faults.records.length + (haFaults?.records.length ?? 0)} faults so far`), 30_000);
     const operations = await runWorkload({
       url: c.url, clients, until, historyFile: join(dir, 'history.jsonl'), random, clock,
-      tag: `r${seed}`,
+      tag: `r${seed}`, apiUrls: c.apiUrls,
     });
     clearInterval(progress);
     log(`workload done: ${operations} operations; healing`);
