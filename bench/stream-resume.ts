@@ -59,11 +59,11 @@ export async function sectionStreamResume(o: StreamResumeBench): Promise<Record<
     servers.push(a);
     const b = await startServer<{ url: string }>(o.worker('onejob-server.ts'), ['--db', url, '--provider-url', fake.info.url, '--pool', '10']);
     servers.push(b);
-    const n = o.full ? 60 : 20;
+    const n = o.full ? 60 : 10; // quick mode stays short: the bench's quick run must stay under 4 minutes
     const body = JSON.stringify({ model: 'summarize', stream: true, messages: [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }] });
     const probe = (mode: 'resume' | 'duplicate', target: string) => () =>
       runWorker<RunSummary & { answered2xx: number; cutOff: number }>(o.worker('resume-probe.ts'), [
-        '--a', a.info.url, '--target', target, '--mode', mode, '--n', String(n), '--warmup', '3', '--take', '3', '--gap-ms', mode === 'resume' ? '60' : '0',
+        '--a', a.info.url, '--target', target, '--mode', mode, '--n', String(n), '--warmup', '2', '--take', '3', '--gap-ms', mode === 'resume' ? '60' : '0',
         '--headers', JSON.stringify(o.auth), '--body', body, '--expect', CHUNKS.join(''),
       ]);
     const series: [string, () => Promise<RunSummary & { answered2xx: number; cutOff: number }>][] = [
