@@ -572,7 +572,7 @@ async function main(): Promise<void> {
   const storm = want('storm') ? await attempt('storm', () => section2(url)) : null;
   const chat = want('chat') ? await attempt('chat', () => section3()) : null;
   const stream = want('stream') ? await attempt('stream', () => sectionStream()) : null;
-  const streamResume = want('stream') ? await attempt('stream_resume', () => sectionStreamResume({ full: FULL, keep: KEEP, db: `${DB}_resume`, rounds: ROUNDS, log, worker: W, auth: AUTH, record, withParity })) : null;
+  const streamResume = want('stream') ? await attempt('stream_resume', () => sectionStreamResume({ full: FULL, keep: KEEP, db: `${DB}_resume`, rounds: FULL ? ROUNDS : 1, log, worker: W, auth: AUTH, record, withParity })) : null;
   const timeout = want('timeout') ? await attempt('timeout', () => section4()) : null;
   const waiting = want('waiting') ? await attempt('waiting', () => sectionWaiting()) : null;
 

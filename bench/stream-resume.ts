@@ -31,7 +31,7 @@ export interface StreamResumeBench {
   readonly keep: boolean;
   /** The database's name (created and dropped here). */
   readonly db: string;
-  /** Runs per series, interleaved (the full run; quick mode runs each series once). */
+  /** Runs per series, interleaved (bench/run.ts: 1 in quick mode, so the quick bench stays under 4 minutes). */
   readonly rounds: number;
   readonly log: (msg: string) => void;
   /** A worker script's path. */
@@ -75,8 +75,7 @@ export async function sectionStreamResume(o: StreamResumeBench): Promise<Record<
     ];
     /** The first streams' own time to first token (p50 per run): the baseline. */
     const freshP50: number[] = [];
-    // Quick mode: one run per series (the quick bench stays under 4 minutes); full: interleaved over `rounds`.
-    for (let r = 0; r < (o.full ? o.rounds : 1); r++) {
+    for (let r = 0; r < o.rounds; r++) {
       for (const [name, run] of series.map((_, i) => series[(i + r) % series.length]!)) {
         let fresh: { p50: number; p99: number } | undefined;
         const s = await o.withParity(name, url, async () => {
