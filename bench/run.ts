@@ -14,6 +14,8 @@
  * 5. peers' keyed enqueue: pg-boss and graphile-worker vs the store vs raw `pg`;
  * 3s. streaming: time to first token at one connection (onejob on PostgreSQL
  *    and SQLite, Portkey, the fake provider direct), parity checked;
+ * 3r. resumed streams and duplicates: time to first token on the executor's
+ *    process and on another (bench/stream-resume.ts), parity checked;
  * 4 also prices every provider execution (usage from the fakes, onejob's
  *    `pricing`): spend on winners and on what did not win, per request;
  * W. "waiting is free": one onejob process holding 2,004 long-polls and 2,000
@@ -46,6 +48,7 @@ import { checkParity, countJobs, settled, type ParityCheck } from './lib/parity.
 import { renderMarkdown, renderSvg } from './lib/report.ts';
 import { median, round, type RunSummary } from './lib/stats.ts';
 import { sectionTimeoutResponses } from './timeout-responses.ts';
+import { sectionStreamResume } from './stream-resume.ts';
 
 const FULL = process.argv.includes('--full');
 const KEEP = process.argv.includes('--keep');
@@ -573,6 +576,7 @@ async function main(): Promise<void> {
   const storm = want('storm') ? await attempt('storm', () => section2(url)) : null;
   const chat = want('chat') ? await attempt('chat', () => section3()) : null;
   const stream = want('stream') ? await attempt('stream', () => sectionStream()) : null;
+  const streamResume = want('stream') ? await attempt('stream_resume', () => sectionStreamResume({ full: FULL, keep: KEEP, db: `${DB}_resume`, rounds: FULL ? ROUNDS : 1, log, worker: W, auth: AUTH, record, withParity })) : null;
   const timeout = want('timeout') ? await attempt('timeout', () => section4()) : null;
   const waiting = want('waiting') ? await attempt('waiting', () => sectionWaiting()) : null;
   // 4r: the timeout scenario with an openai-responses primary (CONTRACT §11, bench/timeout-responses.ts).
@@ -627,6 +631,8 @@ async function main(): Promise<void> {
     stream_ttft_added_p50_vs_portkey_sqlite: ttftRatio(ttftAdded, 'onejob_sqlite_p50'),
     stream50_ttft_added_p50_vs_portkey: ttftRatio(ttftAdded50, 'onejob_p50'),
     stream50_ttft_added_p50_vs_portkey_sqlite: ttftRatio(ttftAdded50, 'onejob_sqlite_p50'),
+    resume_other_ttft_p50_vs_same: ratio(m('resume_other')?.p50, m('resume_same')?.p50),
+    duplicate_other_ttft_p50_vs_same: ratio(m('duplicate_other')?.p50, m('duplicate_same')?.p50),
     timeout_non_winner_usd_per_request: cost.onejob?.cost?.nonWinnersUsdPerRequest ?? null,
     timeout_non_winner_usd_per_request_hedged: cost.onejob_hedge_100ms?.cost?.nonWinnersUsdPerRequest ?? null,
     portkey_timeout_non_winner_usd_per_request: cost.portkey_fallback?.cost?.nonWinnersUsdPerRequest ?? null,
@@ -663,6 +669,7 @@ async function main(): Promise<void> {
     storm,
     chat,
     stream,
+    streamResume,
     timeout,
     waiting,
     doubt,

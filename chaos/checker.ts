@@ -17,6 +17,7 @@ import canonicalizeImport from 'canonicalize';
 import { checkDoubt, repliesByAttempt } from './doubt-checker.ts';
 import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from './records.ts';
 import type { ToolViolationKind } from './tool-checker.ts';
+import { checkResumedStreams } from './resume-check.ts';
 
 /** The kinds of violation the checker reports; each is one promise. */
 export const VIOLATION_KINDS = [
@@ -66,6 +67,12 @@ export const VIOLATION_KINDS = [
    * unreadable event, or (Responses) numbered its events other than `sequence_number` 0, 1, 2, ….
    */
   'stream_end',
+  /**
+   * Resumed streams (CONTRACT §13, chaos/resume-check.ts): what a client assembled across its reconnects is not the
+   * stored result (or, unfinished, the beginning of one attempt's output), or an event came twice, was skipped, or
+   * was another stream's.
+   */
+  'resume_mismatch',
   /** Contracts (CONTRACT §5): a contract route's job won with output its schema refuses, or a conforming output failed as `contract_violation`. */
   'contract_verdict',
   /** Doubt (CONTRACT §11, chaos/doubt-checker.ts): an attempt the lookup can ask about still unknown two minutes after the faults stopped. */
@@ -588,6 +595,7 @@ export function checkRun(input: CheckInput): CheckReport {
   // 9. What a gateway client received: one attempt's text, never a mix; an ended stream is the stored result.
   for (const e of input.history) {
     if (!ANSWER_OPS.has(e.op)) continue;
+    if (e.resume !== undefined) continue; // a piece of a resumed stream: checked whole below
     const r = e.response as { job_id?: unknown; text?: unknown; response_status?: unknown; stream?: { text: string; end: string; error_code: string | null; bad_sequence?: string | null } } | undefined;
     const jobId = typeof r?.job_id === 'string' ? r.job_id : e.op === 'response_get' ? (e.jobId ?? null) : null;
     const job = jobId === null ? undefined : jobsById.get(jobId);
@@ -641,6 +649,17 @@ export function checkRun(input: CheckInput): CheckReport {
       add('answer_mismatch', jobId, `a stream of client ${e.client} broke off (${st.end}${st.error_code === null ? '' : ` ${st.error_code}`}) after ${JSON.stringify(st.text)}, which begins no single attempt's output`, excerptOf(jobId, [brief(e), { outputs }]));
     }
   }
+
+  // 9b. Streams resumed across reconnects: assembled, they are the stored result (chaos/resume-check.ts).
+  const winnerOf = (jobId: string): number | null => {
+    const by = jobsById.get(jobId)?.completed_by;
+    return (by === null || by === undefined ? undefined : attemptsById.get(by))?.number ?? null;
+  };
+  const outputsOf = (jobId: string, number: number): string[] => [
+    ...(winnerOf(jobId) === number ? [answerTextOf(jobsById.get(jobId)!.result)] : []),
+    ...(callsByKeyAfter.get(`${jobId}:${number}`) ?? []).map((c) => fakeReplyText(c)),
+  ];
+  for (const v of checkResumedStreams({ history: input.history, jobsById, outputsOf, winnerOf, resultText: answerTextOf, sameText, note })) add('resume_mismatch', v.jobId, v.message, v.entries.map(brief));
 
   // 10. Contracts: a contract route's winner conforms; a conforming provider output never fails as a violation.
   const contractRoutes = new Set(input.contractRoutes ?? []);

@@ -50,6 +50,26 @@ export interface StreamRecord {
    * the one expected (0, 1, 2, … in order), as `index:got`; null when all were.
    */
   readonly bad_sequence?: string | null;
+  /**
+   * The SSE `id:` of every event with data, in order (`''` for an event
+   * without one); recorded by the resuming clients (chaos/resuming-stream.ts).
+   */
+  readonly ids?: readonly string[];
+}
+
+/**
+ * A connection that resumed a stream (chaos/resuming-stream.ts): the
+ * connection before it in the same client's chain, and the cursor it sent.
+ */
+export interface ResumeRecord {
+  /** The history id of the previous connection of the chain. */
+  readonly of: number;
+  /** `Last-Event-ID` sent, or null when `starting_after` was. */
+  readonly last_event_id: string | null;
+  /** `starting_after` sent (`GET /v1/responses/{id}?stream=true`), or null. */
+  readonly starting_after: number | null;
+  /** Where it was sent: `lb` or the API process's name. */
+  readonly via: string;
 }
 
 /**
@@ -76,13 +96,16 @@ export interface HistoryEntry {
   readonly sentAt: number;
   readonly recvAt: number;
   readonly status: number | null;
-  readonly outcome: 'answered' | 'timeout' | 'network';
+  /** `dropped`: the client closed the stream itself, mid-answer, to resume it (chaos/resuming-stream.ts). */
+  readonly outcome: 'answered' | 'timeout' | 'network' | 'dropped';
   /** The parsed response body (JSON), when there was one. */
   readonly response?: unknown;
   /** The `Idempotent-Replayed` header was `true`. */
   readonly replayed?: boolean | undefined;
   /** Why no answer arrived. */
   readonly error?: string | undefined;
+  /** Set when this connection resumed an earlier one's stream. */
+  readonly resume?: ResumeRecord | undefined;
 }
 
 /** One injected fault (one JSON line in `faults.jsonl`). */

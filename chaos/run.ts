@@ -146,7 +146,7 @@ async function main(): Promise<number> {
     const progress = setInterval(() => log(`… ${faults.records.length + (haFaults?.records.length ?? 0)} faults so far`), 30_000);
     const [operations, toolOperations] = await Promise.all([runWorkload({
       url: c.url, clients, until, historyFile: join(dir, 'history.jsonl'), random, clock,
-      tag: `r${seed}`,
+      tag: `r${seed}`, apiUrls: c.apiUrls,
     }), runToolAgents({ url: c.url, agents: values['tool-agents'] !== undefined ? Number(values['tool-agents']) : 3, until, file: join(dir, TOOL_CALLS_FILE), random: seededRandom(seed + 1), clock, tag: `r${seed}t` })]);
     log(`tool agents: ${toolOperations} requests through /mcp`);
     const doubtOperations = await doubtWork;

@@ -19,6 +19,7 @@ import { createParser } from 'eventsource-parser';
 import { Agent, request } from 'undici';
 import { API_KEYS } from './cluster.ts';
 import type { HistoryEntry, OpKind, StreamRecord } from './records.ts';
+import { resumingStream, type ResumingStreamContext } from './resuming-stream.ts';
 
 /** Options of {@link runWorkload}. */
 export interface WorkloadOptions {
@@ -33,6 +34,8 @@ export interface WorkloadOptions {
   readonly clock: () => number;
   /** A tag making this run's keys unique. */
   readonly tag: string;
+  /** The API processes' own URLs: resuming stream clients also reconnect to them directly (chaos/resuming-stream.ts). */
+  readonly apiUrls?: readonly string[];
 }
 
 /** The endpoint a key was created on: `POST /v1/jobs`, `/v1/chat/completions`, `/v1/messages` or `/v1/responses`. */
@@ -291,6 +294,20 @@ class Workload {
     return { status, body: parsed, entry };
   }
 
+  /** What chaos/resuming-stream.ts needs: the targets (the load balancer first), the agent, and a way to record. */
+  resumeContext(): ResumingStreamContext {
+    const targets = [{ name: 'lb', url: this.o.url }, ...(this.o.apiUrls ?? []).map((url, i) => ({ name: `api-${i + 1}`, url }))];
+    return {
+      targets, random: this.o.random, clock: this.o.clock, dispatcher: this.#agent,
+      record: (e) => {
+        const entry = { id: ++this.#seq, ...e } as HistoryEntry;
+        this.operations++;
+        this.#out.write(`${JSON.stringify(entry)}\n`);
+        return entry;
+      },
+    };
+  }
+
   async close(): Promise<void> {
     await new Promise<void>((resolve) => this.#out.end(() => resolve()));
     await this.#agent.close();
@@ -440,7 +457,10 @@ export async function runWorkload(o: WorkloadOptions): Promise<number> {
         const key = shared ? `${o.tag}-shared-${Math.floor(o.random() * 20)}` : `${o.tag}-${c.name}-${k}`;
         const body: CreateBody = shared ? { route: 'plain', input: { messages: [{ role: 'user', content: `shared ${key}` }] } } : newBody(k, endpoint);
         let answers: Answer[];
-        if (w.chance(0.3)) {
+        if (endpoint !== 'jobs' && 'stream' in body && body.stream === true && w.chance(0.4)) {
+          // A client that drops its stream and resumes it on random processes (chaos/resuming-stream.ts).
+          answers = [{ ...(await resumingStream(w.resumeContext(), c, endpoint, PATH_OF[endpoint], key, body)), body: undefined }];
+        } else if (w.chance(0.3)) {
           const clicks = 2 + Math.floor(o.random() * 3);
           answers = await Promise.all(Array.from({ length: clicks }, () => create(endpoint, key, body)));
         } else if (w.chance(0.25)) {

@@ -8,15 +8,17 @@
  *
  * Every event is numbered within its attempt's stream (`seq` from 1), and,
  * when the stream is opened with a {@link StreamLog}, published to it in
- * batches: the first event at once (a reader in another process sees the
- * first token without waiting), then whatever came during one time slice
- * (`sliceMs`) per write, the end at once. So a stream costs at most
- * 2 + duration / sliceMs writes whatever the provider's chunk rate, and the
+ * batches: the first event at once, and the first output at once too (a
+ * reader in another process sees the first token without waiting a slice,
+ * also when the provider's first chunk only names its model), then whatever
+ * came during one time slice (`sliceMs`) per write, the end at once. So a
+ * stream costs at most 3 + duration / sliceMs writes whatever the provider's
+ * chunk rate, and the
  * stored stream is event for event the one relayed here: the same numbers
  * for everyone (`src/http/job-stream.ts` turns them into SSE ids). See
  * docs/streaming.md.
  */
-import type { ChatDelta } from '../providers/provider.ts';
+import { isOutputDelta, type ChatDelta } from '../providers/provider.ts';
 import type { StreamBatchRow } from '../store/driver.ts';
 
 /** Why a stream ended without a stored result: a stable code and a message (the `event: error` data). */
@@ -242,6 +244,8 @@ class StreamBatcher {
   #writing = false;
   #timer: NodeJS.Timeout | null = null;
   #lastWriteAt = -Infinity;
+  /** Whether a batch with output (text, refusal, a tool call) was written: until then output is written at once. */
+  #outputWritten = false;
   #broken = false;
 
   constructor(log: StreamLog, key: StreamKey, sliceMs: number, onError: (error: unknown) => void) {
@@ -259,7 +263,8 @@ class StreamBatcher {
 
   #schedule(now: boolean): void {
     if (this.#writing || this.#pending.length === 0) return;
-    const wait = now || this.#pending.some((e) => e.type === 'end') ? 0 : this.#lastWriteAt + this.#sliceMs - performance.now();
+    const eager = now || this.#pending.some((e) => e.type === 'end' || (!this.#outputWritten && isOutputDelta(e.delta)));
+    const wait = eager ? 0 : this.#lastWriteAt + this.#sliceMs - performance.now();
     if (wait <= 0) {
       if (this.#timer) clearTimeout(this.#timer);
       this.#timer = null;
@@ -277,6 +282,7 @@ class StreamBatcher {
     this.#writing = true;
     this.#lastWriteAt = performance.now();
     const batch = this.#pending.splice(0);
+    if (batch.some((e) => e.type === 'delta' && isOutputDelta(e.delta))) this.#outputWritten = true;
     const row: StreamBatchRow = { ...this.#key, seq: batch[batch.length - 1]!.seq, events: JSON.stringify(batch.map(storedStreamEvent)) };
     for (let t = 1; ; t++) {
       try {

@@ -13,25 +13,64 @@
  */
 import type { StreamEvent, StreamHub } from '../executor/stream-hub.ts';
 import { streamEventsOfBatch } from '../executor/stream-hub.ts';
+import type { StreamBatchRow } from '../store/driver.ts';
 import type { Store } from '../store/store.ts';
 import { coalescedRun } from './job-watch.ts';
 
 /**
  * One subscription to a store's stream announcements per store, dispatched
  * by job id: an append wakes the followers of its job only, however many
- * streams a process follows.
+ * streams a process follows. Per job it also counts the announcements
+ * (`generation`) and holds the reads in flight, so that the followers of one
+ * job that one announcement wakes share one read (see {@link sharedRead}).
  */
-const announcements = new WeakMap<Store, { readonly byJob: Map<string, Set<() => void>>; readonly off: () => void }>();
+interface Announcements {
+  readonly byJob: Map<string, Set<() => void>>;
+  readonly generation: Map<string, number>;
+  /** Reads in flight by (job, attempt, after seq), with the generation they started in. */
+  readonly reads: Map<string, { readonly generation: number; readonly rows: Promise<StreamBatchRow[]> }>;
+  readonly off: () => void;
+}
+const announcements = new WeakMap<Store, Announcements>();
+
+/**
+ * `store.readStreamBatches`, shared: a read of the same job, attempt and
+ * position that started since the job's last announcement is joined instead
+ * of sent again. The followers of one job on one process are at the same
+ * position once caught up, and one announcement wakes them all in one turn:
+ * one statement per batch per process, not one per follower. A read that
+ * started before the last announcement may miss its batch, so it is never
+ * joined.
+ */
+function sharedRead(store: Store, ownerId: string, jobId: string, attemptNumber: number | null, afterSeq: number): Promise<StreamBatchRow[]> {
+  const registry = announcements.get(store);
+  if (!registry) return store.readStreamBatches(ownerId, jobId, attemptNumber, afterSeq);
+  const key = `${jobId}\u0000${ownerId}\u0000${attemptNumber ?? ''}\u0000${afterSeq}`;
+  const generation = registry.generation.get(jobId) ?? 0;
+  const inFlight = registry.reads.get(key);
+  if (inFlight && inFlight.generation === generation) return inFlight.rows;
+  const rows = store.readStreamBatches(ownerId, jobId, attemptNumber, afterSeq);
+  const entry = { generation, rows };
+  registry.reads.set(key, entry);
+  const forget = (): void => {
+    if (registry.reads.get(key) === entry) registry.reads.delete(key);
+  };
+  rows.then(forget, forget);
+  return rows;
+}
 
 function onJobStreamAppended(store: Store, jobId: string, wake: () => void): () => void {
   let registry = announcements.get(store);
   if (!registry) {
     const byJob = new Map<string, Set<() => void>>();
+    const generation = new Map<string, number>();
     const off = store.onStreamAppended((id) => {
       const set = byJob.get(id);
-      if (set) for (const w of [...set]) w();
+      if (!set) return;
+      generation.set(id, (generation.get(id) ?? 0) + 1);
+      for (const w of [...set]) w();
     });
-    registry = { byJob, off };
+    registry = { byJob, generation, reads: new Map(), off };
     announcements.set(store, registry);
   }
   const r = registry;
@@ -44,6 +83,8 @@ function onJobStreamAppended(store: Store, jobId: string, wake: () => void): () 
     s.delete(wake);
     if (s.size > 0) return;
     r.byJob.delete(jobId);
+    r.generation.delete(jobId);
+    for (const key of [...r.reads.keys()]) if (key.startsWith(`${jobId}\u0000`)) r.reads.delete(key);
     if (r.byJob.size === 0 && announcements.get(store) === r) {
       announcements.delete(store);
       r.off();
@@ -152,7 +193,7 @@ export class JobStreamFollower {
     if (live !== null && (live === this.#attempt || (this.#attempt === null && !this.#skipped.has(live)))) return;
     let rows;
     try {
-      rows = await store.readStreamBatches(ownerId, jobId, this.#attempt, this.#attempt === null ? 0 : this.#next - 1);
+      rows = await sharedRead(store, ownerId, jobId, this.#attempt, this.#attempt === null ? 0 : this.#next - 1);
     } catch (e) {
       this.#o.onError(e);
       return;

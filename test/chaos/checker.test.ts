@@ -218,6 +218,10 @@ const plants: Record<ViolationKind, (run: ReturnType<typeof cleanRun>) => void> 
     // The server ended the stream with neither [DONE] nor event: error.
     run.history[6] = { ...run.history[6]!, response: { job_id: J2, stream: stream('{"summary":"answer ', 'eof') } };
   },
+  resume_mismatch: (run) => {
+    // The resume on another process sent the event the client had already received again: its text twice.
+    resumedChain(run, [['2-1', '2-2'], ['2-2', '2-3', '2-4', '2-5']], ['{"summary":', '"answer "answer p2-8 in a few more words"}']);
+  },
   contract_verdict: (run) => {
     // Attempt 1's provider replied a conforming {"summary"}, yet the attempt failed as a contract violation.
     run.callsAfter = run.callsAfter.map((c) => (c.idempotencyKey === `${J3}:1` ? { ...c, behaviour: { reply: { summary: 'fine' } } } : c));
@@ -232,6 +236,33 @@ const plants: Record<ViolationKind, (run: ReturnType<typeof cleanRun>) => void> 
     run.doubt = { lookups: {}, windowMs: 20_000, submits: [{ attempt_id: A2, submits: 1, replies: ['answer p2-1'], fake: 'p2' }, { attempt_id: A2, submits: 1, replies: [], fake: 'doubt' }] };
   },
 };
+
+/**
+ * Appends a resuming client's chain on the streamed job J2 (won by attempt 2): a first connection dropped by the
+ * client, then resumes with Last-Event-ID (or `starting_after`), each on a process of its own; `ids[i]` and `texts[i]`
+ * are what connection i received. The last connection ends with `[DONE]` unless `lastEnd` says otherwise.
+ */
+function resumedChain(run: ReturnType<typeof cleanRun>, ids: string[][], texts: string[], o: { lastEnd?: 'done' | 'eof'; startingAfter?: boolean } = {}): void {
+  let prev = 0;
+  let lastId = '';
+  for (const [i, connIds] of ids.entries()) {
+    const id = 100 + i;
+    const last = i === ids.length - 1;
+    const end = last ? (o.lastEnd ?? 'done') : 'eof';
+    const ordinal = Number(lastId.split('-')[1]);
+    const resume = i === 0 ? {} : { resume: { of: prev, last_event_id: o.startingAfter ? null : lastId, starting_after: o.startingAfter ? ordinal - 1 : null, via: `api-${1 + (i % 2)}` } };
+    const viaGet = i > 0 && o.startingAfter === true;
+    run.history.push(entry(id, {
+      op: viaGet ? 'response_get' : 'chat', method: viaGet ? 'GET' : 'POST', path: viaGet ? `/v1/responses/resp_${J2}?stream=true&starting_after=${ordinal - 1}` : '/v1/chat/completions',
+      ...(viaGet ? { jobId: J2 } : { key: 'k2', body: CHAT, replayed: true }),
+      outcome: last ? 'answered' : 'dropped',
+      response: { job_id: J2, stream: { ...stream(texts[i]!, end), events: connIds.length, ids: connIds } },
+      ...resume,
+    }));
+    prev = id;
+    lastId = connIds.at(-1) ?? lastId;
+  }
+}
 
 /** Turns the streamed job into a hedged one whose attempt 2 is a hedge, with the given events. */
 function hedgedStream(run: ReturnType<typeof cleanRun>, events: DbEvent[]): void {
@@ -659,4 +690,49 @@ describe('chaos checker: tool calls through /mcp', () => {
       });
     });
   }
+});
+
+describe('chaos checker: streams resumed across reconnects (chaos/resume-check.ts)', () => {
+  const REST = '"answer p2-8 in a few more words"}';
+  const kinds = (run: ReturnType<typeof cleanRun>): string[] => checkRun(run).violations.map((v) => v.kind);
+
+  it('a chain dropped twice and resumed on other processes that assembles the result, each event once, passes', () => {
+    const run = cleanRun();
+    resumedChain(run, [['2-1', '2-2'], ['2-3'], ['2-4', '2-5']], ['{"summary":', '"answer p2-8 ', 'in a few more words"}']);
+    const report = checkRun(run);
+    expect(report.violations).toEqual([]);
+    expect(report.notes).toMatchObject({ resume_chains: 1, resume_connections: 2, resume_chains_done: 1, resume_chains_direct_to_a_process: 1 });
+  });
+
+  it('a resume that skips an event, or continues another attempt\'s stream, is a violation', () => {
+    const skipped = cleanRun();
+    resumedChain(skipped, [['2-1', '2-2'], ['2-4', '2-5']], ['{"summary":', REST]);
+    expect(kinds(skipped)).toEqual(['resume_mismatch']);
+    const other = cleanRun();
+    resumedChain(other, [['2-1', '2-2'], ['1-3', '1-4']], ['{"summary":', REST]);
+    expect(kinds(other)).toEqual(['resume_mismatch']);
+  });
+
+  it('assembled text that is not the stored result is a violation even when the ids line up', () => {
+    const run = cleanRun();
+    resumedChain(run, [['2-1', '2-2'], ['2-3', '2-4']], ['{"summary":', '"answer p1-7 in a few more words"}']);
+    expect(kinds(run)).toEqual(['resume_mismatch']);
+  });
+
+  it('starting_after=k resumes at ordinal k + 2; a resume cut without its terminator is a violation; an unfinished chain is checked as a beginning', () => {
+    const after = cleanRun();
+    resumedChain(after, [['2-1', '2-2'], ['2-3', '2-4']], ['{"summary":', REST], { startingAfter: true });
+    expect(checkRun(after).violations).toEqual([]);
+    const cut = cleanRun();
+    resumedChain(cut, [['2-1', '2-2'], []], ['{"summary":', ''], { lastEnd: 'eof' });
+    expect(kinds(cut)).toEqual(['resume_mismatch']);
+    const left = cleanRun();
+    resumedChain(left, [['2-1', '2-2'], ['2-3']], ['{"summary":', '"answer p2-8 '], { lastEnd: 'eof' });
+    left.history[left.history.length - 1] = { ...left.history.at(-1)!, outcome: 'dropped' };
+    expect(checkRun(left).violations).toEqual([]);
+    const mixed = cleanRun();
+    resumedChain(mixed, [['2-1', '2-2'], ['2-3']], ['{"summary":', '"answer p1-7 '], { lastEnd: 'eof' });
+    mixed.history[mixed.history.length - 1] = { ...mixed.history.at(-1)!, outcome: 'dropped' };
+    expect(kinds(mixed)).toEqual(['resume_mismatch']);
+  });
 });

@@ -336,6 +336,66 @@ for (const db of TEST_DATABASES) {
       expect(fake.calls).toHaveLength(1);
     });
 
+    // ---- responses, the openai SDK ----------------------------------------------
+
+    const responsesBody = { model: 'chat', input: 'Tell me about resuming.', stream: true as const };
+    type ResponseEvent = OpenAI.Responses.ResponseStreamEvent;
+    const deltaOf = (e: ResponseEvent): string => (e.type === 'response.output_text.delta' ? e.delta : '');
+
+    it('responses: a client that drops mid-stream resumes while the job runs, on another API app, by Last-Event-ID on the create and by starting_after on retrieve; after the end too; nothing twice', async () => {
+      fake.script([{ chunks: CHUNKS, streamGate: { afterChunks: 4, gate: `g-${key}` } }]);
+      const firstIds: string[] = [];
+      const first: ResponseEvent[] = [];
+      for await (const e of await openai(firstIds).responses.create(responsesBody, chatHeaders())) {
+        first.push(e);
+        if (first.map(deltaOf).join('') === 'Streams resume ') break;
+      }
+      expect(first[0]!.type).toBe('response.created');
+      const responseId = (first[0] as OpenAI.Responses.ResponseCreatedEvent).response.id;
+      const lastId = firstIds[first.length - 1]!;
+
+      // While the provider is held: a duplicate create with Last-Event-ID, and a retrieve stream with starting_after, both on the other app.
+      const byIdIds: string[] = [];
+      const byId = (await openai(byIdIds, otherOrigin).responses.create(responsesBody, chatHeaders(lastId)))[Symbol.asyncIterator]();
+      const byAfter = (await openai([], otherOrigin).responses.retrieve(responseId, { stream: true, starting_after: first.at(-1)!.sequence_number }))[Symbol.asyncIterator]();
+      const resumedById: ResponseEvent[] = [];
+      const resumedAfter: ResponseEvent[] = [];
+      while (resumedById.map(deltaOf).join('') !== 'where they ') resumedById.push((await byId.next()).value as ResponseEvent);
+      while (resumedAfter.map(deltaOf).join('') !== 'where they ') resumedAfter.push((await byAfter.next()).value as ResponseEvent);
+      expect((await jobOf(key)).state).toBe('running');
+      fake.release(`g-${key}`);
+      for (let r = await byId.next(); !r.done; r = await byId.next()) resumedById.push(r.value);
+      for (let r = await byAfter.next(); !r.done; r = await byAfter.next()) resumedAfter.push(r.value);
+
+      const job = await until(() => jobOf(key), (j) => j.state === 'succeeded');
+      expect(resultText(job)).toBe(TEXT);
+      for (const resumed of [resumedById, resumedAfter]) {
+        expect([...first, ...resumed].map(deltaOf).join('')).toBe(resultText(job));
+        expect(resumed.at(-1)!.type).toBe('response.completed');
+        // One numbering: the resume continues the first connection's sequence numbers, none twice, none skipped.
+        const seqs = [...first, ...resumed].map((e) => e.sequence_number);
+        expect(seqs).toEqual(seqs.map((_, i) => i));
+      }
+      const all = [...firstIds.slice(0, first.length), ...byIdIds];
+      expect(new Set(all).size).toBe(all.length);
+      expectIdsInOrder(all);
+
+      // After the end, on either app: the stored stream after the same cursor, by either spelling.
+      await until(async () => (await store.readStreamBatches(OWNER, job.id, 1, 0)).some((b) => b.events.includes('"end"')), (x) => x);
+      for (const at of [origin, otherOrigin]) {
+        const restIds: string[] = [];
+        const rest: ResponseEvent[] = [];
+        for await (const e of await openai(restIds, at).responses.create(responsesBody, chatHeaders(all[5]))) rest.push(e);
+        expect(restIds).toEqual(all.slice(6));
+        const after: ResponseEvent[] = [];
+        for await (const e of await openai([], at).responses.retrieve(responseId, { stream: true, starting_after: 5 })) after.push(e);
+        expect(after.map((e) => e.sequence_number)).toEqual(rest.map((e) => e.sequence_number));
+        expect([...first, ...resumedById].slice(0, 6).map(deltaOf).join('') + rest.map(deltaOf).join('')).toBe(resultText(job));
+        expect([...first, ...resumedById].slice(0, 6).map(deltaOf).join('') + after.map(deltaOf).join('')).toBe(resultText(job));
+      }
+      expect(fake.calls).toHaveLength(1);
+    });
+
     // ---- storage ----------------------------------------------------------------
 
     it('the stored stream is a handful of batches, not a row per chunk, and retention deletes it with its job', async () => {

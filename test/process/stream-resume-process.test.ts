@@ -18,6 +18,7 @@ import type { JobStore } from '../../src/store/job-store.ts';
 import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
 import { createTestStore, TEST_DATABASES } from '../support/databases.ts';
 import { freePort } from '../support/free-port.ts';
+import { chatChunkText as textOf, SseReader, type ReceivedEvent as Received } from '../support/sse-reader.ts';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'onejob');
 const OWNER = 'alice';
@@ -34,45 +35,6 @@ async function until<T>(what: string, f: () => Promise<T | null | undefined | fa
     await new Promise((r) => setTimeout(r, 50));
   }
 }
-
-/** One SSE event as received. */
-interface Received {
-  readonly id: string | null;
-  readonly data: string;
-}
-
-/** Reads a text/event-stream answer event by event. */
-class SseReader {
-  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
-  readonly #decoder = new TextDecoder();
-  #buffer = '';
-  readonly #controller: AbortController;
-  constructor(res: Response, controller: AbortController) {
-    this.#reader = res.body!.getReader();
-    this.#controller = controller;
-  }
-  /** The next event with data, or null at the end. */
-  async next(): Promise<Received | null> {
-    for (;;) {
-      const i = this.#buffer.indexOf('\n\n');
-      if (i >= 0) {
-        const block = this.#buffer.slice(0, i);
-        this.#buffer = this.#buffer.slice(i + 2);
-        const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
-        if (data === '') continue;
-        return { id: /^id: (.*)$/m.exec(block)?.[1] ?? null, data };
-      }
-      const r = await this.#reader.read();
-      if (r.done) return null;
-      this.#buffer += this.#decoder.decode(r.value, { stream: true });
-    }
-  }
-  drop(): void {
-    this.#controller.abort();
-  }
-}
-
-const textOf = (e: Received): string => (e.data === '[DONE]' ? '' : ((JSON.parse(e.data) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? ''));
 
 for (const db of TEST_DATABASES) {
   describe.skipIf(Boolean(db.skip))(`streams resume across two serve processes on ${db.name}`, () => {
