@@ -42,6 +42,8 @@ import { runPgbench } from './lib/pgbench.ts';
 import { checkParity, countJobs, settled, type ParityCheck } from './lib/parity.ts';
 import { renderMarkdown, renderSvg } from './lib/report.ts';
 import { median, round, type RunSummary } from './lib/stats.ts';
+import { cpuMeter, perRequest } from './lib/cpu.ts';
+import { chatSpread, type ChatCpu } from './lib/chat-spread.ts';
 
 const FULL = process.argv.includes('--full');
 const KEEP = process.argv.includes('--keep');
@@ -55,6 +57,8 @@ const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting'] as 
 const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : name !== 'waiting' || FULL);
 const SECONDS = FULL ? 15 : 3;
 const ROUNDS = FULL ? 3 : 2;
+/** The chat series runs three rounds in quick mode too, so one noisy minute does not decide its ratios (issue 26). */
+const CHAT_ROUNDS = Math.max(3, ROUNDS);
 const CONCURRENCY = 32;
 const STORM_N = 1000;
 const TIMEOUT_REQUESTS = FULL ? 20 : 6;
@@ -256,19 +260,36 @@ async function section3(): Promise<Record<string, unknown>> {
     sides.push([`chat_onejob${suffix}`, () => withParity(`chat_onejob${suffix}`, db, load, calls)]);
     probes.push([`chat_onejob${suffix}_c1`, () => withParity(`chat_onejob${suffix}_c1`, db, probe('/v1/chat/completions', base, AUTH, CHAT_BODY, true), calls)]);
   }
+  // CPU per request of every 32-connection side: its server process (and, for onejob on PostgreSQL, its database backends).
+  const cpuOf: Record<string, { pids: number[]; db?: string }> = { chat_direct: { pids: [fake.child.pid!] }, chat_portkey: { pids: [portkey.child.pid!] } };
+  for (const { suffix, db, server } of onejobs) cpuOf[`chat_onejob${suffix}`] = { pids: [server.child.pid!], ...(db.startsWith('postgres') ? { db: `${DB}_chat` } : {}) };
+  const cpu: Record<string, ChatCpu[]> = {};
   try {
-    for (let r = 0; r < ROUNDS; r++) {
-      for (const [name, run] of rotate(sides, r)) record(name, await run());
+    for (let r = 0; r < CHAT_ROUNDS; r++) {
+      for (const [name, run] of rotate(sides, r)) {
+        const meter = cpuOf[name] ? await cpuMeter(cpuOf[name]!.pids, cpuOf[name]!.db) : null;
+        const s = await run();
+        record(name, s);
+        if (meter) {
+          const use = await meter.stop();
+          (cpu[name] ??= []).push({ round: r, requests: s.ops, ...use, perRequest: perRequest(use, s.ops), loadAverage1m: round(loadavg()[0]!, 2) });
+          log(`   ${name} CPU per request: ${JSON.stringify(perRequest(use, s.ops))} ms (${use.backends} backends${use.backendsLost ? `, ${use.backendsLost} lost` : ''}; load ${loadavg()[0]!.toFixed(2)})`);
+        }
+      }
       for (const [name, run] of rotate(probes, r)) record(name, await run());
     }
   } finally {
+    chatCpu = cpu;
     for (const o of onejobs) await o.server.stop();
     await portkey.stop();
     await fake.stop();
     if (!KEEP) for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
   }
-  return { notes, onejobChat: onejobs.some((o) => o.server.info.chat) };
+  return { notes, onejobChat: onejobs.some((o) => o.server.info.chat), rounds: CHAT_ROUNDS, cpu };
 }
+
+/** The chat series' CPU per round (set by section3). */
+let chatCpu: Record<string, ChatCpu[]> = {};
 
 const STREAM_CHUNKS = ['The', ' quick', ' brown', ' fox'];
 
@@ -597,6 +618,7 @@ async function main(): Promise<void> {
   type WaitTier = { waiting?: WaitFigures; wake?: { otherWaitersAnswered?: number; ownWaitersAnswered?: number; ownWaiters?: number } };
   const w = ((waiting ?? {}) as Record<string, WaitTier>)['2000+2000'] ?? null;
   const wSmall = ((waiting ?? {}) as Record<string, WaitTier>)['200+200'] ?? null;
+  const spread = chatSpread(samples, chatCpu);
   const ratios = {
     create_http_vs_pgbench: ratio(m('http_create_pg')?.rps, m('pgbench_insert')?.rps),
     store_vs_pgbench: ratio(m('store_create_pg')?.rps, m('pgbench_insert')?.rps),
@@ -630,6 +652,7 @@ async function main(): Promise<void> {
     waiting_marginal_statements_per_waiter_per_second: marginalPerWaiter(wSmall?.waiting, w?.waiting),
     waiting_wake_own_waiters_answered_share: w?.wake?.ownWaiters ? round((w.wake.ownWaitersAnswered ?? 0) / w.wake.ownWaiters, 3) : null,
     waiting_wake_other_waiters_answered: w?.wake?.otherWaitersAnswered ?? null,
+    ...spread.ratios,
   };
   const medians = Object.fromEntries(Object.keys(samples).map((k) => [k, m(k)]));
   const result = {
@@ -642,6 +665,8 @@ async function main(): Promise<void> {
     addedLatencyMs: { portkey_p50: addedPortkey, onejob_p50: addedOnejob, onejob_sqlite_p50: addedOnejobSqlite, portkey_p99: c1.portkey && c1.direct ? round(c1.portkey.p99 - c1.direct.p99, 3) : null, onejob_p99: c1.onejob && c1.direct ? round(c1.onejob.p99 - c1.direct.p99, 3) : null },
     ttftAddedMs: ttftAdded,
     ttftAddedMs50: ttftAdded50,
+    chatCpuPerRequestMs: spread.cpuPerRequestMs,
+    chatSpread: spread.spread,
     medians,
     samples,
     storm,
