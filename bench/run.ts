@@ -44,6 +44,7 @@ import { renderMarkdown, renderSvg } from './lib/report.ts';
 import { median, round, type RunSummary } from './lib/stats.ts';
 import { cpuMeter, perRequest } from './lib/cpu.ts';
 import { chatSpread, type ChatCpu } from './lib/chat-spread.ts';
+import { notifySeries } from './notify-commit.ts';
 
 const FULL = process.argv.includes('--full');
 const KEEP = process.argv.includes('--keep');
@@ -52,9 +53,9 @@ const ONLY = ((): Set<string> | null => {
   const i = process.argv.indexOf('--only');
   return i >= 0 ? new Set((process.argv[i + 1] ?? '').split(',').filter(Boolean)) : null;
 })();
-const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting'] as const;
+const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting', 'notify'] as const;
 /** The waiting series (about 80 s) is in the full run and `--only waiting`, not in quick mode (which must stay under 4 minutes). */
-const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : name !== 'waiting' || FULL);
+const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : (name !== 'waiting' || FULL) && name !== 'notify');
 const SECONDS = FULL ? 15 : 3;
 const ROUNDS = FULL ? 3 : 2;
 /** The chat series runs three rounds in quick mode too, so one noisy minute does not decide its ratios (issue 26). */
@@ -592,6 +593,8 @@ async function main(): Promise<void> {
   const stream = want('stream') ? await attempt('stream', () => sectionStream()) : null;
   const timeout = want('timeout') ? await attempt('timeout', () => section4()) : null;
   const waiting = want('waiting') ? await attempt('waiting', () => sectionWaiting()) : null;
+  // NOTIFY at commit (bench/notify-commit.ts): two API processes, two executors, the jobs.state trigger on and off; `--only notify`.
+  const notify = want('notify') ? await attempt('notify', () => notifySeries({ seconds: FULL ? 15 : 8, rounds: FULL ? 4 : 2, connections: 128, log })) : null;
 
   const m = (n: string): RunSummary | null => med(n);
   const stormSame = m('storm_same');
@@ -674,6 +677,7 @@ async function main(): Promise<void> {
     stream,
     timeout,
     waiting,
+    notify,
     parity,
     errors,
     elapsedSeconds: round((Date.now() - started) / 1000, 1),
