@@ -1,5 +1,5 @@
 /**
- * `node --import tsx bench/cpu-chat.ts [--engine postgres|sqlite] [--seconds 5] [--rounds 4]
+ * `node --import tsx bench/cpu-chat.ts [--engine postgres|sqlite] [--seconds 5] [--rounds 4] [--connections 32]
  *   [--roots /path/a,/path/b] [--cpu-prof <dir>]`
  *
  * CPU per `POST /v1/chat/completions` (issue 26) under the bench's chat load
@@ -17,6 +17,7 @@
  * written when the server exits).
  */
 import { mkdirSync, rmSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { runAutocannon } from './lib/autocannon.ts';
@@ -30,6 +31,11 @@ const ENGINE = String(args.engine ?? 'postgres');
 const SECONDS = Number(args.seconds ?? 5);
 const ROUNDS = Number(args.rounds ?? 4);
 const ROOTS = String(args.roots ?? ROOT_DIR).split(',');
+/** 32 as the bench's chat series; 1 takes the batching of many requests per event-loop turn (and so the throughput) out of the figure. */
+const CONNECTIONS = Number(args.connections ?? 32);
+/** Idle measurement before each run (ms); `--marginal true` compares the CPU above idle instead of the raw figure. */
+const IDLE_MS = Number(args['idle-ms'] ?? 2000);
+const MARGINAL = args.marginal === 'true';
 const PROF = args['cpu-prof'] ? resolve(String(args['cpu-prof'])) : null;
 const BODY = JSON.stringify({ model: 'summarize', messages: [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }] });
 
@@ -54,12 +60,21 @@ try {
     const row: string[] = [];
     for (const i of order) {
       const side = sides[i]!;
+      // The server's background CPU (timers, sweeps, heartbeats) while idle, per second, subtracted below: at a few
+      // dozen requests a second on a loaded machine it is a large share of the raw figure and hides a change.
+      const idle = await cpuMeter([side.server.child.pid!], side.dbName);
+      const idleStarted = performance.now();
+      await new Promise((res) => setTimeout(res, IDLE_MS));
+      const idleUse = await idle.stop();
+      const idlePerSecond = (idleUse.processMs + idleUse.databaseMs) / ((performance.now() - idleStarted) / 1000);
       const meter = await cpuMeter([side.server.child.pid!], side.dbName);
-      const s = await runAutocannon({ url: `${side.server.info.url}/v1/chat/completions`, connections: 32, seconds: SECONDS, method: 'POST', headers: { authorization: 'Bearer tok_bench', 'content-type': 'application/json', 'idempotency-key': `cpu-${r}-[<id>]` }, body: BODY, idReplacement: true });
+      const t0 = performance.now();
+      const s = await runAutocannon({ url: `${side.server.info.url}/v1/chat/completions`, connections: CONNECTIONS, seconds: SECONDS, method: 'POST', headers: { authorization: 'Bearer tok_bench', 'content-type': 'application/json', 'idempotency-key': `cpu-${r}-[<id>]` }, body: BODY, idReplacement: true });
       const use = await meter.stop();
       const pr = perRequest(use, s.ops)!;
-      perSide[i]!.push(pr.totalMs);
-      row.push(`side ${i}: ${s.rps} req/s, CPU ${pr.processMs} + db ${pr.databaseMs} = ${pr.totalMs} ms/request`);
+      const marginal = Math.round(((use.processMs + use.databaseMs - idlePerSecond * ((performance.now() - t0) / 1000)) / s.ops) * 1e4) / 1e4;
+      perSide[i]!.push(MARGINAL ? marginal : pr.totalMs);
+      row.push(`side ${i}: ${s.rps} req/s, CPU ${pr.processMs} + db ${pr.databaseMs} = ${pr.totalMs} ms/request (idle ${idlePerSecond.toFixed(0)} ms/s; above idle ${marginal})`);
     }
     const ratio = sides.length > 1 ? ` | side 1 ÷ side 0: ${(perSide[1]![r]! / perSide[0]![r]!).toFixed(3)}` : '';
     console.log(`round ${r + 1} (load ${loadavg()[0]!.toFixed(2)}): ${row.join('; ')}${ratio}`);
