@@ -21,7 +21,14 @@
  *    delay, statements per second, and who wakes when one job changes. In
  *    the full run and `--only waiting`, not in quick mode.
  *
- * `--only create,storm,chat,stream,timeout,waiting` runs only those sections
+ * N. NOTIFY at commit (`bench/notify-commit.ts`): two API processes and two
+ *    executors at 128 connections, the `jobs.state` trigger on and off. Only
+ *    with `--only notify`.
+ * The chat series (3) runs three rounds in every mode and reports the CPU per
+ * request of each side (`bench/lib/cpu.ts`) and each ratio's spread across
+ * rounds (`bench/lib/chat-spread.ts`).
+ *
+ * `--only create,storm,chat,stream,timeout,waiting,notify` runs only those sections
  * and writes bench/results/<date>-only-<sections>.{json,md} (never latest.*).
  *
  * After every onejob series a parity check runs (`bench/lib/parity.ts`): job
