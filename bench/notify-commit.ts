@@ -20,8 +20,8 @@
  * TRIGGER jobs_state_notify`; what waiters in other processes lose then is
  * the point of the measurement, not of the product). Reports per side and
  * round: creates/s (2xx), settles/s (jobs reaching `succeeded` in the
- * window), `xact_commit`/s, and the CPU of the database backends per
- * settled job.
+ * window), `xact_commit`/s, and the CPU of the database backends and of the
+ * four onejob processes per settled job.
  */
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
@@ -46,6 +46,8 @@ export interface NotifyRun {
   readonly settlesPerSecond: number;
   readonly commitsPerSecond: number;
   readonly databaseCpuMsPerSettle: number | null;
+  /** The four onejob processes' CPU per settled job (they handle every notification: each drops its own). */
+  readonly processCpuMsPerSettle: number | null;
   readonly createP99Ms: number;
   readonly loadAverage1m: number;
 }
@@ -80,7 +82,7 @@ export async function notifyRun(side: NotifySide, roundNo: number, o: { seconds:
     await load(2, 'warm');
     const settledBefore = await count(url, 'succeeded');
     const commitsBefore = await commits();
-    const meter = await cpuMeter([], DB);
+    const meter = await cpuMeter(procs.map((p) => p.child.pid!), DB);
     const started = performance.now();
     const runs = await load(o.seconds, 'run');
     const seconds = (performance.now() - started) / 1000;
@@ -93,6 +95,7 @@ export async function notifyRun(side: NotifySide, roundNo: number, o: { seconds:
       settlesPerSecond: round(settled / seconds, 1),
       commitsPerSecond: round((commitsAfter - commitsBefore) / seconds, 1),
       databaseCpuMsPerSettle: settled > 0 ? round(use.databaseMs / settled, 4) : null,
+      processCpuMsPerSettle: settled > 0 ? round(use.processMs / settled, 4) : null,
       createP99Ms: Math.max(...runs.map((r) => r.p99)),
       loadAverage1m: round(loadavg()[0]!, 2),
     };
@@ -111,7 +114,7 @@ export async function notifySeries(o: { seconds: number; rounds: number; connect
       for (const side of r % 2 === 0 ? NOTIFY_SIDES : [...NOTIFY_SIDES].reverse()) {
         const run = await notifyRun(side, r, { ...o, providerUrl: fake.info.url });
         runs.push(run);
-        (o.log ?? console.log)(`round ${r + 1} ${side.padEnd(10)} creates ${run.createsPerSecond}/s, settles ${run.settlesPerSecond}/s, commits ${run.commitsPerSecond}/s, db CPU ${run.databaseCpuMsPerSettle} ms/settle, create p99 ${run.createP99Ms} ms (load ${run.loadAverage1m})`);
+        (o.log ?? console.log)(`round ${r + 1} ${side.padEnd(10)} creates ${run.createsPerSecond}/s, settles ${run.settlesPerSecond}/s, commits ${run.commitsPerSecond}/s, db CPU ${run.databaseCpuMsPerSettle} ms/settle, onejob processes ${run.processCpuMsPerSettle} ms/settle, create p99 ${run.createP99Ms} ms (load ${run.loadAverage1m})`);
       }
     }
   } finally {
@@ -126,7 +129,7 @@ export async function notifySeries(o: { seconds: number; rounds: number; connect
   const summary = {
     connections: o.connections, seconds: o.seconds, rounds: o.rounds,
     medians: Object.fromEntries(NOTIFY_SIDES.map((s) => [s, { createsPerSecond: of(s, 'createsPerSecond'), settlesPerSecond: of(s, 'settlesPerSecond'), commitsPerSecond: of(s, 'commitsPerSecond'), databaseCpuMsPerSettle: of(s, 'databaseCpuMsPerSettle') }])),
-    noTriggerOverTrigger: { creates: perRound('createsPerSecond'), settles: perRound('settlesPerSecond'), databaseCpuPerSettle: perRound('databaseCpuMsPerSettle') },
+    noTriggerOverTrigger: { creates: perRound('createsPerSecond'), settles: perRound('settlesPerSecond'), databaseCpuPerSettle: perRound('databaseCpuMsPerSettle'), processCpuPerSettle: perRound('processCpuMsPerSettle') },
     runs,
   };
   (o.log ?? console.log)(`medians: ${JSON.stringify(summary.medians)}; no trigger ÷ trigger per round: ${JSON.stringify(summary.noTriggerOverTrigger)}`);
