@@ -137,7 +137,7 @@ export function renderMarkdown(r: ReportInput): string {
     lines.push('| side | server process | database backends | total |', '| --- | ---: | ---: | ---: |');
     for (const [k, c] of Object.entries(r.chatCpuPerRequestMs)) lines.push(`| ${SERIES_LABELS[k] ?? k} | ${fmt(c.processMs)} | ${fmt(c.databaseMs)} | ${fmt(c.totalMs)} |`);
   }
-  if (r.chatSpread && Object.keys(r.chatSpread).length) {
+  if (r.chatSpread && Object.values(r.chatSpread).some((v) => v.median !== null)) {
     lines.push('', '## Chat ratios per round (each taken within one round) and their spread', '');
     lines.push('| ratio | per round | median | min – max | spread (max − min) ÷ median |', '| --- | --- | ---: | --- | ---: |');
     for (const [k, v] of Object.entries(r.chatSpread)) lines.push(`| \`${k}\` | ${v.rounds.map((x) => fmt(x)).join(', ')} | ${fmt(v.median)} | ${fmt(v.min)} – ${fmt(v.max)} | ${fmt(v.spread)} |`);
