@@ -26,7 +26,14 @@
  * 4r. the timeout scenario again with an `openai-responses` primary (doubt
  *    resolved by the reconciler's lookup, bench/timeout-responses.ts);
  *
- * `--only create,storm,chat,stream,timeout,waiting,doubt` runs only those sections
+ * N. NOTIFY at commit (`bench/notify-commit.ts`): two API processes and two
+ *    executors at 128 connections, the `jobs.state` trigger on and off. Only
+ *    with `--only notify`.
+ * The chat series (3) runs three rounds in every mode and reports the CPU per
+ * request of each side (`bench/lib/cpu.ts`) and each ratio's spread across
+ * rounds (`bench/lib/chat-spread.ts`).
+ *
+ * `--only create,storm,chat,stream,timeout,waiting,doubt,notify` runs only those sections
  * and writes bench/results/<date>-only-<sections>.{json,md} (never latest.*).
  *
  * After every onejob series a parity check runs (`bench/lib/parity.ts`): job
@@ -49,6 +56,9 @@ import { renderMarkdown, renderSvg } from './lib/report.ts';
 import { median, round, type RunSummary } from './lib/stats.ts';
 import { sectionTimeoutResponses } from './timeout-responses.ts';
 import { sectionStreamResume } from './stream-resume.ts';
+import { cpuMeter, perRequest } from './lib/cpu.ts';
+import { chatSpread, type ChatCpu } from './lib/chat-spread.ts';
+import { notifySeries } from './notify-commit.ts';
 
 const FULL = process.argv.includes('--full');
 const KEEP = process.argv.includes('--keep');
@@ -57,11 +67,13 @@ const ONLY = ((): Set<string> | null => {
   const i = process.argv.indexOf('--only');
   return i >= 0 ? new Set((process.argv[i + 1] ?? '').split(',').filter(Boolean)) : null;
 })();
-const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting', 'doubt'] as const;
+const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting', 'doubt', 'notify'] as const;
 /** The waiting series (about 80 s) is in the full run and `--only waiting`, not in quick mode (which must stay under 4 minutes). */
-const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : name !== 'waiting' || FULL);
+const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : (name !== 'waiting' || FULL) && name !== 'notify');
 const SECONDS = FULL ? 15 : 3;
 const ROUNDS = FULL ? 3 : 2;
+/** The chat series runs three rounds in quick mode too, so one noisy minute does not decide its ratios (issue 26). */
+const CHAT_ROUNDS = Math.max(3, ROUNDS);
 const CONCURRENCY = 32;
 const STORM_N = 1000;
 const TIMEOUT_REQUESTS = FULL ? 20 : 6;
@@ -263,19 +275,36 @@ async function section3(): Promise<Record<string, unknown>> {
     sides.push([`chat_onejob${suffix}`, () => withParity(`chat_onejob${suffix}`, db, load, calls)]);
     probes.push([`chat_onejob${suffix}_c1`, () => withParity(`chat_onejob${suffix}_c1`, db, probe('/v1/chat/completions', base, AUTH, CHAT_BODY, true), calls)]);
   }
+  // CPU per request of every 32-connection side: its server process (and, for onejob on PostgreSQL, its database backends).
+  const cpuOf: Record<string, { pids: number[]; db?: string }> = { chat_direct: { pids: [fake.child.pid!] }, chat_portkey: { pids: [portkey.child.pid!] } };
+  for (const { suffix, db, server } of onejobs) cpuOf[`chat_onejob${suffix}`] = { pids: [server.child.pid!], ...(db.startsWith('postgres') ? { db: `${DB}_chat` } : {}) };
+  const cpu: Record<string, ChatCpu[]> = {};
   try {
-    for (let r = 0; r < ROUNDS; r++) {
-      for (const [name, run] of rotate(sides, r)) record(name, await run());
+    for (let r = 0; r < CHAT_ROUNDS; r++) {
+      for (const [name, run] of rotate(sides, r)) {
+        const meter = cpuOf[name] ? await cpuMeter(cpuOf[name]!.pids, cpuOf[name]!.db) : null;
+        const s = await run();
+        record(name, s);
+        if (meter) {
+          const use = await meter.stop();
+          (cpu[name] ??= []).push({ round: r, requests: s.ops, ...use, perRequest: perRequest(use, s.ops), loadAverage1m: round(loadavg()[0]!, 2) });
+          log(`   ${name} CPU per request: ${JSON.stringify(perRequest(use, s.ops))} ms (${use.backends} backends${use.backendsLost ? `, ${use.backendsLost} lost` : ''}; load ${loadavg()[0]!.toFixed(2)})`);
+        }
+      }
       for (const [name, run] of rotate(probes, r)) record(name, await run());
     }
   } finally {
+    chatCpu = cpu;
     for (const o of onejobs) await o.server.stop();
     await portkey.stop();
     await fake.stop();
     if (!KEEP) for (const suffix of ['', '-wal', '-shm']) rmSync(sqlitePath + suffix, { force: true });
   }
-  return { notes, onejobChat: onejobs.some((o) => o.server.info.chat) };
+  return { notes, onejobChat: onejobs.some((o) => o.server.info.chat), rounds: CHAT_ROUNDS, cpu };
 }
+
+/** The chat series' CPU per round (set by section3). */
+let chatCpu: Record<string, ChatCpu[]> = {};
 
 const STREAM_CHUNKS = ['The', ' quick', ' brown', ' fox'];
 
@@ -582,6 +611,8 @@ async function main(): Promise<void> {
   // 4r: the timeout scenario with an openai-responses primary (CONTRACT §11, bench/timeout-responses.ts).
   const doubt = want('doubt') ? await attempt('doubt', () => sectionTimeoutResponses({ requests: FULL ? 50 : 20, startPortkey, portkeyHeaders, database: `${DB}_doubt`, log })) : null;
   const dr = (doubt ?? {}) as Record<string, { providerExecutionsPerRequest?: number; succeededWithoutPerson?: number; requests?: number; doubtToResolutionMs?: { p50: number | null; p99: number | null } }>;
+  // NOTIFY at commit (bench/notify-commit.ts): two API processes, two executors, the jobs.state trigger on and off; `--only notify`.
+  const notify = want('notify') ? await attempt('notify', () => notifySeries({ seconds: FULL ? 15 : 8, rounds: FULL ? 4 : 2, connections: 128, log })) : null;
 
   const m = (n: string): RunSummary | null => med(n);
   const stormSame = m('storm_same');
@@ -608,6 +639,7 @@ async function main(): Promise<void> {
   type WaitTier = { waiting?: WaitFigures; wake?: { otherWaitersAnswered?: number; ownWaitersAnswered?: number; ownWaiters?: number } };
   const w = ((waiting ?? {}) as Record<string, WaitTier>)['2000+2000'] ?? null;
   const wSmall = ((waiting ?? {}) as Record<string, WaitTier>)['200+200'] ?? null;
+  const spread = chatSpread(samples, chatCpu);
   const ratios = {
     create_http_vs_pgbench: ratio(m('http_create_pg')?.rps, m('pgbench_insert')?.rps),
     store_vs_pgbench: ratio(m('store_create_pg')?.rps, m('pgbench_insert')?.rps),
@@ -652,6 +684,7 @@ async function main(): Promise<void> {
     doubt_lookup_succeeded_without_person_share: dr.onejob_responses_lookup?.requests ? round((dr.onejob_responses_lookup.succeededWithoutPerson ?? 0) / dr.onejob_responses_lookup.requests, 3) : null,
     doubt_lookup_resolution_p50_ms: dr.onejob_responses_lookup?.doubtToResolutionMs?.p50 ?? null,
     doubt_lookup_resolution_p99_ms: dr.onejob_responses_lookup?.doubtToResolutionMs?.p99 ?? null,
+    ...spread.ratios,
   };
   const medians = Object.fromEntries(Object.keys(samples).map((k) => [k, m(k)]));
   const result = {
@@ -664,6 +697,8 @@ async function main(): Promise<void> {
     addedLatencyMs: { portkey_p50: addedPortkey, onejob_p50: addedOnejob, onejob_sqlite_p50: addedOnejobSqlite, portkey_p99: c1.portkey && c1.direct ? round(c1.portkey.p99 - c1.direct.p99, 3) : null, onejob_p99: c1.onejob && c1.direct ? round(c1.onejob.p99 - c1.direct.p99, 3) : null },
     ttftAddedMs: ttftAdded,
     ttftAddedMs50: ttftAdded50,
+    chatCpuPerRequestMs: spread.cpuPerRequestMs,
+    chatSpread: spread.spread,
     medians,
     samples,
     storm,
@@ -673,6 +708,7 @@ async function main(): Promise<void> {
     timeout,
     waiting,
     doubt,
+    notify,
     parity,
     errors,
     elapsedSeconds: round((Date.now() - started) / 1000, 1),

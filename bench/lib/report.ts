@@ -21,6 +21,10 @@ export interface ReportInput {
   readonly ttftAddedMs50?: Record<string, number | null>;
   readonly stream?: unknown;
   readonly waiting?: unknown;
+  /** CPU ms per chat request per side (32 connections), medians over rounds (`bench/lib/cpu.ts`). */
+  readonly chatCpuPerRequestMs?: Record<string, { processMs: number | null; databaseMs: number | null; totalMs: number | null }>;
+  /** The chat ratios per round and their spread (`bench/lib/chat-spread.ts`). */
+  readonly chatSpread?: Record<string, { rounds: (number | null)[]; median: number | null; min: number | null; max: number | null; spread: number | null }>;
   readonly errors: Record<string, string>;
   readonly durability: string;
   /** The parity check after each onejob series (`bench/lib/parity.ts`). */
@@ -39,6 +43,9 @@ export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readon
   chat_added_p50_vs_portkey: { op: 'max', value: 1, label: 'added p50 latency ÷ Portkey added p50 (PostgreSQL, 1 connection)' },
   chat_rps_vs_portkey_sqlite: { op: 'min', value: 2, label: 'the same req/s ratio on SQLite' },
   chat_added_p50_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same added-p50 ratio on SQLite' },
+  chat_cpu_per_request_vs_portkey: { op: 'max', value: 1, label: 'CPU per chat request: onejob process + its PostgreSQL backends ÷ the Portkey process (32 connections, /proc utime+stime; median of the rounds\' ratios)' },
+  chat_cpu_per_request_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same on SQLite (the onejob process, its SQLite worker thread included)' },
+  chat_process_cpu_per_request_vs_portkey: { op: 'max', value: 1, label: 'the onejob process alone (PostgreSQL, without its backends) ÷ the Portkey process' },
   parity_failures: { op: 'eq', value: 0, label: 'onejob series whose jobs ≠ 2xx answers or provider calls ≠ jobs' },
   portkey_rps_vs_direct: { op: 'min', value: 0, label: 'Portkey req/s ÷ fake provider direct (anchor)' },
   dup_storm_rows: { op: 'eq', value: 1, label: 'rows created by 1,000 concurrent creates of one key' },
@@ -133,6 +140,16 @@ export function renderMarkdown(r: ReportInput): string {
   for (const [k, s] of Object.entries(r.medians)) {
     if (!s) continue;
     lines.push(`| ${SERIES_LABELS[k] ?? k} | ${fmt(s.rps)} | ${fmt(s.p50)} | ${fmt(s.p90)} | ${fmt(s.p99)} | ${fmt(s.errors)} |`);
+  }
+  if (r.chatCpuPerRequestMs && Object.keys(r.chatCpuPerRequestMs).length) {
+    lines.push('', '## CPU per chat request (32 connections; utime + stime from /proc, medians of the rounds, ms)', '');
+    lines.push('| side | server process | database backends | total |', '| --- | ---: | ---: | ---: |');
+    for (const [k, c] of Object.entries(r.chatCpuPerRequestMs)) lines.push(`| ${SERIES_LABELS[k] ?? k} | ${fmt(c.processMs)} | ${fmt(c.databaseMs)} | ${fmt(c.totalMs)} |`);
+  }
+  if (r.chatSpread && Object.values(r.chatSpread).some((v) => v.median !== null)) {
+    lines.push('', '## Chat ratios per round (each taken within one round) and their spread', '');
+    lines.push('| ratio | per round | median | min – max | spread (max − min) ÷ median |', '| --- | --- | ---: | --- | ---: |');
+    for (const [k, v] of Object.entries(r.chatSpread)) lines.push(`| \`${k}\` | ${v.rounds.map((x) => fmt(x)).join(', ')} | ${fmt(v.median)} | ${fmt(v.min)} – ${fmt(v.max)} | ${fmt(v.spread)} |`);
   }
   const storm = r.storm as { peers?: Record<string, Record<string, unknown>> } | null;
   if (storm?.peers) {

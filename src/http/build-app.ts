@@ -23,7 +23,7 @@ import type { Store } from '../store/store.ts';
 import { SHARED_SCHEMAS } from './api-schemas.ts';
 import { createApiTokenAuthenticator } from './api-token-auth.ts';
 import { readOnlyRefusal } from './request-owner.ts';
-import type { AppContext, InlineRunner } from './app-context.ts';
+import { addLogFields, type AppContext, type InlineRunner } from './app-context.ts';
 import { JobWatch } from './job-watch.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
 import { createMetrics, storeMetricSources, type Metrics } from './metrics.ts';
@@ -235,7 +235,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     const principal = authenticate(credentialOf(request));
     if (principal === null) throw new OnejobError('unauthorized', 'send Authorization: Bearer <token> with a configured API token');
     request.principal = principal;
-    request.log = request.log.child({ owner: principal.owner });
+    addLogFields(request, { owner: principal.owner });
     if (principal.readOnly && request.method !== 'GET' && request.method !== 'HEAD' && (request.routeOptions.config as RouteAccess | undefined)?.readOnlyAllowed !== true) {
       throw readOnlyRefusal();
     }
