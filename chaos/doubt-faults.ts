@@ -13,6 +13,7 @@ import { appendFileSync } from 'node:fs';
 import type { DoubtDirector } from './doubt-cluster.ts';
 import type { FaultRecord } from './records.ts';
 import type { CutPoint } from './tcp-proxy.ts';
+import { pickWeighted } from './pick.ts';
 
 /** Options of {@link DoubtFaults}. */
 export interface DoubtFaultOptions {
@@ -92,12 +93,7 @@ export class DoubtFaults {
         proxy.setMode({});
       }],
     ];
-    const total = menu.reduce((s, [w]) => s + w, 0);
-    let r = this.o.random() * total;
-    for (const [weight, run] of menu) {
-      r -= weight;
-      if (r < 0) return run();
-    }
+    return pickWeighted(menu, this.o.random);
   }
 
   /** Stops injecting, waits for the faults in progress, and heals the doubt fake. */

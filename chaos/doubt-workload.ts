@@ -14,6 +14,7 @@ import { Agent, request } from 'undici';
 import { API_KEYS } from './cluster.ts';
 import { DOUBT_ROUTES } from './doubt-cluster.ts';
 import type { HistoryEntry, OpKind } from './records.ts';
+import { parseBodyLoose } from './pick.ts';
 
 /** History ids of the doubt clients start here (the main workload counts from 1). */
 export const DOUBT_HISTORY_ID_BASE = 50_000_000;
@@ -64,11 +65,7 @@ export async function runDoubtWorkload(o: DoubtWorkloadOptions): Promise<number>
       const jid = res.headers['onejob-job-id'];
       if (typeof jid === 'string') jobIdHeader = jid;
       const text = await res.body.text();
-      try {
-        parsed = text === '' ? undefined : JSON.parse(text);
-      } catch {
-        parsed = text.slice(0, 200);
-      }
+      parsed = parseBodyLoose(text);
     } catch (e) {
       const err = e as Error;
       outcome = err.name === 'TimeoutError' || err.name === 'AbortError' ? 'timeout' : 'network';

@@ -10,6 +10,7 @@ import { databaseOutage, type DatabaseOutagePlan } from './database-outage.ts';
 import type { FakeDirector } from './fake-director.ts';
 import type { FaultRecord } from './records.ts';
 import type { CutPoint } from './tcp-proxy.ts';
+import { pickWeighted } from './pick.ts';
 
 /** Options of {@link FaultScheduler}. */
 export interface FaultOptions {
@@ -180,12 +181,7 @@ export class FaultScheduler {
       }
       return;
     }
-    const total = menu.reduce((s, [w]) => s + w, 0);
-    let r = this.o.random() * total;
-    for (const [weight, run] of menu) {
-      r -= weight;
-      if (r < 0) return run();
-    }
+    return pickWeighted(menu, this.o.random);
   }
 
   /** Stops injecting, waits for the faults in progress, and heals the cluster. */

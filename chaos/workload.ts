@@ -20,6 +20,7 @@ import { Agent, request } from 'undici';
 import { API_KEYS } from './cluster.ts';
 import type { HistoryEntry, OpKind, StreamRecord } from './records.ts';
 import { resumingStream, type ResumingStreamContext } from './resuming-stream.ts';
+import { parseBodyLoose } from './pick.ts';
 
 /** Options of {@link runWorkload}. */
 export interface WorkloadOptions {
@@ -266,11 +267,7 @@ class Workload {
         }
       } else {
         const text = await res.body.text();
-        try {
-          parsed = text === '' ? undefined : JSON.parse(text);
-        } catch {
-          parsed = text.slice(0, 200);
-        }
+        parsed = parseBodyLoose(text);
       }
     } catch (e) {
       const err = e as Error;
