@@ -129,13 +129,26 @@ export class ResponsesStreamEncoder {
   /** `response.failed`: the job failed (every provider failed definitely), with its error. */
   failed(message: string): ResponsesSseEvent[] {
     const response = responseOf({ ...this.#o.job, state: 'failed', result: null, error: { code: 'job_failed', message }, completedAt: null });
-    return [...this.start(), this.#emit({ type: 'response.failed', response })].filter(this.#after);
+    return [...this.start().filter(this.#after), this.#ending(this.#emit({ type: 'response.failed', response }))];
   }
 
   /** The `error` event of a stream that breaks (CONTRACT §7: `error.code`, `error.message`, `error.job_id`); no terminal event follows. */
   error(e: { readonly code: string; readonly message: string }): ResponsesSseEvent[] {
+    // The start first, so that the error is numbered after it.
+    const start = this.start().filter(this.#after);
     const event = this.#emit({ type: 'error', code: e.code, message: e.message, param: null, error: { code: e.code, message: e.message, job_id: this.#o.job.jobId } } as never);
-    return [...this.start(), event].filter(this.#after);
+    return [...start, this.#ending(event)];
+  }
+
+  /**
+   * A stream's ending event is always sent to a resume, even below its cursor: `starting_after` names no attempt, so
+   * a cursor taken from an attempt that failed over can lie past everything the job's stream now has; dropping the
+   * ending would leave that client an empty 200 with neither a terminator nor an `error` (CONTRACT §7: a break ends
+   * in an `error` event). Below the cursor it takes the number after it, so the client's numbers still increase.
+   */
+  #ending(event: ResponsesSseEvent): ResponsesSseEvent {
+    const after = this.#o.startingAfter;
+    return after === undefined || event.sequence_number > after ? event : { ...event, sequence_number: after + 1 };
   }
 
   readonly #after = (e: ResponsesSseEvent): boolean => this.#o.startingAfter === undefined || e.sequence_number > this.#o.startingAfter;

@@ -209,6 +209,18 @@ describe('ResponsesStreamEncoder', () => {
     expect(rest.map((e) => e.type)).toEqual(all.slice(4).map((e) => e.type));
   });
 
+  it('starting_after past everything the stream now has (a cursor from an attempt that failed over): the ending is still sent, numbered after the cursor', () => {
+    // Seen in the HA chaos run: a resume with starting_after=4 of a job whose first attempt's stream failed over and whose
+    // second went unknown got an empty 200 (the error event numbered 2 was filtered out as "already seen").
+    const doubt = new ResponsesStreamEncoder({ job, startingAfter: 4 }).error({ code: 'attempt_in_doubt', message: 'in doubt' });
+    expect(doubt).toEqual([expect.objectContaining({ type: 'error', code: 'attempt_in_doubt', sequence_number: 5 })]);
+    const failed = new ResponsesStreamEncoder({ job, startingAfter: 4 }).failed('every provider failed');
+    expect(failed.map((e) => [e.type, e.sequence_number])).toEqual([['response.failed', 5]]);
+    // Above the cursor the numbering is the stream's own: start events after the cursor are sent as they are.
+    const early = new ResponsesStreamEncoder({ job, startingAfter: 0 }).error({ code: 'provider_stream_error', message: 'cut' });
+    expect(early.map((e) => [e.type, e.sequence_number])).toEqual([['response.in_progress', 1], ['error', 2]]);
+  });
+
   it('a break is an error event with the job id; a failed job is response.failed; start is sent once', () => {
     const enc = new ResponsesStreamEncoder({ job });
     const first = [...enc.start(), ...enc.start()];
