@@ -476,7 +476,8 @@ export class Executor {
         if (tried !== 'absent') this.#o.logger?.warn({ attempt_id: attemptId, tries, tried }, 'the never-sent first attempt of a create that went unanswered could not be handed back');
         return;
       }
-      await new Promise((r) => setTimeout(r, Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(tries, 10))));
+      // Unref'd: a process shutting down while the database is away is not held open for the horizon.
+      await new Promise((r) => setTimeout(r, Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(tries, 10))).unref());
     }
   }
 
