@@ -579,7 +579,8 @@ export class JobStore implements Store {
         return { result: 'handed_back' as const, job: null };
       }
       const ok = await q.attemptUpdate({
-        ownerId: a.ownerId, id: a.id, fromStates: ['unknown'], fence,
+        // A reconciler's lookup in flight settles it unfenced: while one is held, the lookup decides (a never-sent request is not found).
+        ownerId: a.ownerId, id: a.id, fromStates: ['unknown'], fence, noLookupHeldAt: at,
         set: { state: 'starting', error: null, unknownAt: null, lookupNextAt: null, releaseLease: true },
       });
       if (!ok) return { result: 'refused' as const };

@@ -882,6 +882,15 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(await store.getJob(OWNER, cancelled.jobId)).toMatchObject({ state: 'cancelled' });
         expect((await store.getAttempt(OWNER, cancelled.id))?.state).not.toBe('starting');
 
+        // A reconciler's lookup held on it (it settles unfenced): the lookup decides, the hand-back is refused while it is held.
+        const looked = (await createLeased('handback-looked')).claimed!.attempt;
+        clock.advance(LEASE_MS + 1);
+        expect(await store.rescueExpiredLeases()).toBe(1);
+        const held = await store.claimLookups({ holder: 'rec_1', providers: ['primary'], limit: 10, leaseMs: LEASE_MS, firstCheckMs: 0 });
+        expect(held.some((x) => x.id === looked.id)).toBe(true);
+        expect(await handBack(looked)).toBe('refused');
+        expect((await store.getAttempt(OWNER, looked.id))?.state).toBe('unknown');
+
         // An attempt this executor sent and marked unknown itself (a doubt it made by sending) is never handed back.
         const sent = (await createLeased('handback-sent')).claimed!.attempt;
         expect(await store.markUnknown({ ownerId: OWNER, attemptId: sent.id, ...fenceOf(sent), reason: { code: 'deadline_exceeded', message: 't' } })).toBe(true);
