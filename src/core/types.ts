@@ -144,6 +144,8 @@ export type JobEventType =
   | 'attempt.unknown'
   | 'attempt.superseded'
   | 'attempt.lease_expired'
+  /** A never-sent first attempt handed back by its lease's token (its create went unanswered): `starting` again, unclaimed. */
+  | 'attempt.handed_back'
   /** A late answer's usage, recorded on an attempt already settled another way (e.g. resolved). */
   | 'attempt.usage_recorded'
   | 'provider.skipped'

@@ -20,6 +20,8 @@
  *   long more), hold the answer, or give up.
  * - {@link planLeaseAfterCreate}: the fast path's lease after the create
  *   answered (or did not).
+ * - {@link planHandBack}: the hand-back of a never-sent first attempt whose
+ *   create went unanswered: tried again, done or given up.
  *
  * The decision table, step by step, is in docs/executor.md ("The attempt
  * machine"); test/executor/attempt-machine.test.ts walks every row.
@@ -395,4 +397,35 @@ export type CreateEnd = 'created_leased' | 'created_queued' | 'replayed' | 'refu
 export function planLeaseAfterCreate(end: CreateEnd): 'adopt' | 'unused' | 'release' {
   if (end === 'created_leased') return 'adopt';
   return end === 'unanswered' ? 'release' : 'unused';
+}
+
+/** One try of handing back the never-sent attempt of a create that went unanswered (`Store.handBackUnsent`). */
+export interface HandBackFacts {
+  /** What the store said, or how the try failed. */
+  readonly tried: 'handed_back' | 'absent' | 'refused' | 'transient' | 'permanent';
+  /** How many tries found no such attempt so far, this one included. */
+  readonly absent: number;
+  /** How long the hand-back has been tried, and for how long at most (`answerHoldMs`: the database may be away for longer than the lease). */
+  readonly triedForMs: number;
+  readonly holdMs: number;
+}
+
+/** How many looks find no attempt before the create is taken as not committed. */
+export const HAND_BACK_ABSENT_LOOKS = 3;
+
+/**
+ * The hand-back's retry loop: done once handed back; given up when
+ * something else happened to the attempt (another claim, a resolve, a
+ * cancel: `refused`), when a few looks found no attempt (the create did not
+ * commit), on a permanent failure, or past `answerHoldMs`. A database that
+ * fails is tried again with backoff, after the lease too: the token fences
+ * the hand-back, from the rescuer's `unknown` as well, so an attempt that
+ * was never sent is never left in doubt.
+ */
+export function planHandBack(h: HandBackFacts): { readonly then: 'done' | 'retry' | 'give_up' | 'throw' } {
+  if (h.tried === 'handed_back') return { then: 'done' };
+  if (h.tried === 'refused') return { then: 'give_up' };
+  if (h.tried === 'permanent') return { then: 'throw' };
+  if (h.tried === 'absent' && h.absent >= HAND_BACK_ABSENT_LOOKS) return { then: 'give_up' };
+  return h.triedForMs >= h.holdMs ? { then: 'give_up' } : { then: 'retry' };
 }

@@ -78,8 +78,8 @@ import { isTransientDatabaseError } from '../store/transient-errors.ts';
 import { withAttemptSpan } from '../tracing/tracing.ts';
 import { Reconciler, type ReconcilerOptions } from './reconciler.ts';
 import {
-  isOwnEarlierSettle, planLeaseAfterCreate, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
-  type AbortWhy, type AttemptAction, type AttemptEvent, type AttemptState, type LeaseReport, type RecordPlan, type RefusalCode, type UsageSource,
+  isOwnEarlierSettle, planHandBack, planLeaseAfterCreate, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
+  type AbortWhy, type AttemptAction, type AttemptEvent, type AttemptState, type HandBackFacts, type LeaseReport, type RecordPlan, type RefusalCode, type UsageSource,
 } from './attempt-machine.ts';
 
 /** What a route means to the executor. */
@@ -444,27 +444,40 @@ export class Executor {
 
   /**
    * A create whose answer was lost may have written its first attempt,
-   * leased here and surely never sent: hand the lease back (the attempt is
-   * claimable again, `starting`) so it runs instead of ending `unknown` when
-   * the lease expires. Tried while the database fails, for as long as the
-   * lease may hold; a few more looks when the attempt is not there (yet).
+   * leased here and surely never sent: hand it back by its lease's token
+   * (`Store.handBackUnsent`: claimable again, `starting`) so it runs instead
+   * of staying `unknown`. Tried with backoff while the database fails, for
+   * up to `answerHoldMs` (after the lease too, from the rescuer's `unknown`
+   * as well); a few more looks when the attempt is not there (yet); see
+   * `planHandBack`.
    */
   async #releaseUnsent(ownerId: string, attemptId: string, leaseToken: string): Promise<void> {
-    const until = performance.now() + this.#o.leaseMs;
+    const since = performance.now();
     let absent = 0;
-    for (let tries = 1; performance.now() < until; tries++) {
+    for (let tries = 1; ; tries++) {
+      let tried: HandBackFacts['tried'];
+      let failure: unknown;
       try {
-        if (await this.#o.store.releaseLease({ ownerId, attemptId, leaseOwner: this.id, leaseToken })) {
-          this.#o.logger?.info({ attempt_id: attemptId, tries }, 'the lease of a first attempt whose create went unanswered was handed back: it will be claimed and run');
-          await this.#o.store.notifyWork().catch(() => undefined);
-          this.wake();
-          return;
-        }
-        if (++absent >= 3) return;
+        tried = await this.#o.store.handBackUnsent({ ownerId, attemptId, leaseOwner: this.id, leaseToken });
       } catch (e) {
-        if (!isTransientDatabaseError(e)) return void this.events.emit('error', e);
+        failure = e;
+        tried = isTransientDatabaseError(e) ? 'transient' : 'permanent';
       }
-      await new Promise((r) => setTimeout(r, Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(tries, 10))));
+      if (tried === 'absent') absent++;
+      const plan = planHandBack({ tried, absent, triedForMs: performance.now() - since, holdMs: this.#o.answerHoldMs });
+      if (plan.then === 'done') {
+        this.#o.logger?.info({ attempt_id: attemptId, tries }, 'the never-sent first attempt of a create that went unanswered was handed back: it will be claimed and run');
+        await this.#o.store.notifyWork().catch(() => undefined);
+        this.wake();
+        return;
+      }
+      if (plan.then === 'throw') return void this.events.emit('error', failure);
+      if (plan.then === 'give_up') {
+        if (tried !== 'absent') this.#o.logger?.warn({ attempt_id: attemptId, tries, tried }, 'the never-sent first attempt of a create that went unanswered could not be handed back');
+        return;
+      }
+      // Unref'd: a process shutting down while the database is away is not held open for the horizon.
+      await new Promise((r) => setTimeout(r, Math.min(2_000, this.#o.writeRetryBaseMs * 2 ** Math.min(tries, 10))).unref());
     }
   }
 

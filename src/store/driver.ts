@@ -215,6 +215,8 @@ export interface AttemptUpdateParams {
   readonly id: string;
   readonly fromStates: readonly AttemptState[];
   readonly fence?: Fence | undefined;
+  /** Also: no reconciler holds a lookup of it at this time (`lookup_holder` unset, or its lookup lease expired). */
+  readonly noLookupHeldAt?: Date;
   readonly set: {
     readonly state?: AttemptState;
     readonly startedAt?: Date;

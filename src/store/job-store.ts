@@ -38,6 +38,7 @@ import type {
   CreateJobResult,
   DeleteFinishedJobsParams,
   DeleteFinishedJobsResult,
+  HandBackResult,
   JobChangeListener,
   LeaseStatus,
   ListAllJobsParams,
@@ -554,6 +555,51 @@ export class JobStore implements Store {
   }
 
   /**
+   * Hands back a first attempt leased at birth whose create went unanswered
+   * (`Store.handBackUnsent`): fenced by its lease token alone, so it applies
+   * after the lease ran out, and from `unknown` when the rescuer moved it
+   * there from this very lease and nothing happened since (no other claim:
+   * the token; no resolve, cancel or answer: the state, no resolution nor
+   * lookup recorded, the job not decided). The attempt becomes what a
+   * released, never-sent attempt is: `starting`, unclaimed.
+   */
+  async handBackUnsent(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<HandBackResult> {
+    if (!isPlausibleId(p.attemptId)) return 'absent';
+    const out = await this.#driver.transaction(async (q) => {
+      const found = await q.attemptGet(p.ownerId, p.attemptId);
+      if (!found) return { result: 'absent' as const };
+      const job = await this.#lockJob(q, p.ownerId, found.jobId);
+      const a = (await q.attemptGet(p.ownerId, p.attemptId))!;
+      const at = await this.#now(q);
+      const decided = mayHandBack(a, job.state, p);
+      if (decided !== 'hand_back') return { result: decided };
+      const fence = { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now: null };
+      if (a.state === 'starting') {
+        if (!(await q.attemptUpdate({ ownerId: a.ownerId, id: a.id, fromStates: ['starting'], fence, set: { releaseLease: true } }))) return { result: 'refused' as const };
+        return { result: 'handed_back' as const, job: null };
+      }
+      const ok = await q.attemptUpdate({
+        // A reconciler's lookup in flight settles it unfenced: while one is held, the lookup decides (a never-sent request is not found).
+        ownerId: a.ownerId, id: a.id, fromStates: ['unknown'], fence, noLookupHeldAt: at,
+        set: { state: 'starting', error: null, unknownAt: null, lookupNextAt: null, releaseLease: true },
+      });
+      if (!ok) return { result: 'refused' as const };
+      const attempts = await q.attemptListByJob(job.ownerId, job.id);
+      const state = deriveActiveJobState(attempts);
+      if (state !== null && state !== job.state) {
+        await q.jobUpdateProgress({ ownerId: job.ownerId, id: job.id, state, attemptCount: attempts.length, skipped: job.skipped, updatedAt: at });
+      }
+      await q.eventInsert([event(job, a.id, 'attempt.handed_back', at, { executor: p.leaseOwner, was: a.error, reason: 'the create went unanswered; the attempt was never sent' })]);
+      return { result: 'handed_back' as const, job };
+    });
+    if (out.result === 'handed_back') {
+      if ('job' in out && out.job) this.#changed(out.job.ownerId, out.job.id);
+      this.#signalWork();
+    }
+    return out.result;
+  }
+
+  /**
    * Rescues attempts nobody owns any more: `starting`/`running` with an
    * expired lease, and any `running` attempt without a lease at all (the
    * schema forbids it; found anyway, should one slip through). Each becomes
@@ -935,6 +981,23 @@ function withReason(o: CancelJobOptions): Record<string, unknown> {
 function tokenStillNames(a: Attempt, fence: { leaseOwner: string; leaseToken: string }): boolean {
   if (!isAttemptActive(a.state) || a.leaseToken !== fence.leaseToken) return false;
   return a.leaseOwner === fence.leaseOwner || (a.leaseOwner === null && a.state === 'unknown');
+}
+
+/**
+ * Whether a never-sent first attempt may be handed back by its lease's
+ * token (see `JobStore.handBackUnsent`): `starting` with the token
+ * (already handed back when unleased), or `unknown` as the rescuer left it
+ * from this lease (`lease_expired`, unleased, no resolution nor lookup
+ * recorded) under a job not decided. Else `refused`.
+ */
+export function mayHandBack(a: Attempt, jobState: JobState, fence: { leaseOwner: string; leaseToken: string }): HandBackResult | 'hand_back' {
+  if (a.leaseToken !== fence.leaseToken) return 'refused';
+  if (a.state === 'starting') {
+    if (a.leaseOwner === null) return 'handed_back';
+    return a.leaseOwner === fence.leaseOwner ? 'hand_back' : 'refused';
+  }
+  const rescued = a.state === 'unknown' && a.leaseOwner === null && a.error?.code === 'lease_expired' && a.resolvedBy === null && a.lookupLastAt === null;
+  return rescued && !isJobTerminal(jobState) ? 'hand_back' : 'refused';
 }
 
 function holdsLease(a: Attempt, fence: { leaseOwner: string; leaseToken: string }, now: Date): boolean {

@@ -74,6 +74,9 @@ export interface CreateJobCommonParams {
 }
 
 /** Result of {@link Store.createJob}. */
+/** How {@link Store.handBackUnsent} ended. */
+export type HandBackResult = 'handed_back' | 'absent' | 'refused';
+
 export interface CreateJobResult {
   readonly job: JobWithAttempts;
   /** True for the caller whose INSERT created the row; false for a replay. */
@@ -435,6 +438,17 @@ export interface Store {
    * longer awaited (`unknown`). Never a `running` one (returns false).
    */
   releaseLease(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<boolean>;
+  /**
+   * Hands back a first attempt leased at birth whose create went unanswered
+   * (surely never sent), fenced by its lease token alone: after the lease
+   * ran out too, and from `unknown` when the rescuer moved it there from
+   * this lease and nothing happened since (no other claim, resolve, lookup
+   * or cancel). It becomes `starting`, unclaimed (claimed and run by any
+   * executor). `handed_back` (also when it already was), `absent` (no such
+   * attempt: the create did not commit, or not yet), `refused` (something
+   * else happened: it is not this lease's any more).
+   */
+  handBackUnsent(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<HandBackResult>;
   /**
    * Moves attempts nobody owns (lease expired, or running without a lease)
    * to `unknown` (never failed), or to `superseded`/`cancelled` when their job

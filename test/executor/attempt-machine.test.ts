@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  AttemptStep, isOwnEarlierSettle, planLeaseAfterCreate, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
-  type AnswerFacts, type AttemptAction, type AttemptEvent, type AttemptState, type CreateEnd, type RecordPlan, type RefusalCode, type WriteFailureFacts,
+  AttemptStep, isOwnEarlierSettle, planHandBack, planLeaseAfterCreate, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
+  type AnswerFacts, type AttemptAction, type AttemptEvent, type AttemptState, type CreateEnd, type HandBackFacts, HAND_BACK_ABSENT_LOOKS, type RecordPlan, type RefusalCode, type WriteFailureFacts,
 } from '../../src/executor/attempt-machine.ts';
 
 const plain = { streaming: false, hedged: false, runningMarkDelayMs: 50 } as const;
@@ -298,6 +298,24 @@ describe('lease: the fast path after the create (planLeaseAfterCreate; §2 "a cr
   ];
   it.each(rows)('$end: $then', ({ end, then }) => {
     expect(planLeaseAfterCreate(end)).toBe(then);
+  });
+});
+
+describe('lease: the hand-back of a never-sent first attempt (planHandBack; §2 "a create whose commit answer was lost", the database away longer than a lease)', () => {
+  const base: HandBackFacts = { tried: 'transient', absent: 0, triedForMs: 0, holdMs: 600_000 };
+  const rows: readonly { name: string; facts: Partial<HandBackFacts>; then: string }[] = [
+    { name: 'handed back (from starting, or from the rescuer\'s unknown): done', facts: { tried: 'handed_back' }, then: 'done' },
+    { name: 'handed back after ten minutes of tries: still done', facts: { tried: 'handed_back', triedForMs: 600_000 }, then: 'done' },
+    { name: 'something else happened (another claim, a resolve, a cancel): given up, never reverted', facts: { tried: 'refused' }, then: 'give_up' },
+    { name: 'the database fails within the lease: tried again', facts: { triedForMs: 500 }, then: 'retry' },
+    { name: 'the database fails past the lease, within answerHoldMs: tried again (the token fences it)', facts: { triedForMs: 120_000 }, then: 'retry' },
+    { name: 'the database fails past answerHoldMs: given up', facts: { triedForMs: 600_000 }, then: 'give_up' },
+    { name: 'a permanent failure: thrown (reported)', facts: { tried: 'permanent' }, then: 'throw' },
+    { name: 'no attempt yet, first looks: looked again', facts: { tried: 'absent', absent: HAND_BACK_ABSENT_LOOKS - 1 }, then: 'retry' },
+    { name: 'no attempt after a few looks: the create did not commit, given up', facts: { tried: 'absent', absent: HAND_BACK_ABSENT_LOOKS }, then: 'give_up' },
+  ];
+  it.each(rows)('$name', ({ facts, then }) => {
+    expect(planHandBack({ ...base, ...facts })).toEqual({ then });
   });
 });
 

@@ -829,6 +829,77 @@ export function runStoreConformance(o: StoreConformanceOptions): void {
         expect(await store.leaseStatus({ ownerId: OWNER, attemptId: a.id, ...fenceOf(a) })).toEqual({ status: 'finished', state: 'succeeded' });
       });
 
+      it('a never-sent first attempt is handed back by its lease\'s token: after the lease, from the rescuer\'s unknown too, once; never after another claim, a resolve or a cancel', async () => {
+        const handBack = (a: Attempt, token = a.leaseToken!) => store.handBackUnsent({ ownerId: OWNER, attemptId: a.id, leaseOwner: EXECUTOR, leaseToken: token });
+        // Within the lease, and after it (not yet rescued): starting, unclaimed.
+        const early = (await createLeased('handback-early')).claimed!.attempt;
+        expect(await handBack(early)).toBe('handed_back');
+        expect(await store.getAttempt(OWNER, early.id)).toMatchObject({ state: 'starting', leaseOwner: null, leaseExpiresAt: null });
+        expect(await handBack(early)).toBe('handed_back');
+        const late = (await createLeased('handback-late')).claimed!.attempt;
+        clock.advance(LEASE_MS + 1);
+        expect(await handBack(late, 'lease_other')).toBe('refused');
+        expect(await handBack(late)).toBe('handed_back');
+        expect(await store.rescueExpiredLeases()).toBe(0);
+        expect(await store.getAttempt(OWNER, late.id)).toMatchObject({ state: 'starting', leaseOwner: null });
+
+        // Rescued to unknown from this very lease, nothing since: starting again, the job no longer in doubt.
+        const { claimed, job } = await createLeased('handback-rescued');
+        const a = claimed!.attempt;
+        clock.advance(LEASE_MS + 1);
+        expect(await store.rescueExpiredLeases()).toBe(1);
+        expect(await store.getJob(OWNER, job.id)).toMatchObject({ state: 'unknown', attempts: [{ state: 'unknown', error: { code: 'lease_expired' } }] });
+        expect(await handBack(a, 'lease_other')).toBe('refused');
+        expect(await handBack(a)).toBe('handed_back');
+        expect(await store.getJob(OWNER, job.id)).toMatchObject({
+          state: 'running', attempts: [{ id: a.id, state: 'starting', leaseOwner: null, error: null, unknownAt: null, resolvedBy: null, finishedAt: null }],
+        });
+        expect((await store.listEvents(OWNER, job.id)).map((e) => e.type)).toEqual(['attempt.started', 'attempt.lease_expired', 'attempt.unknown', 'attempt.handed_back']);
+        expect(await store.oldestUnknownAt()).toBeNull();
+        // Claimed and run by any executor; the old token can no longer touch it.
+        const runs = await store.claimWork({ leaseOwner: 'exe_other', leaseMs: LEASE_MS, limit: 5 });
+        expect(runs.map((c) => c.attempt.id).sort()).toEqual([early.id, late.id, a.id].sort());
+        expect(await handBack(a)).toBe('refused');
+        expect(await store.getAttempt(OWNER, a.id)).toMatchObject({ state: 'starting', leaseOwner: 'exe_other' });
+        for (const c of runs) expect((await win(c.attempt, 'ran once')).won).toBe(true);
+        expect(await handBack(a)).toBe('refused');
+        expect(await store.getJob(OWNER, job.id)).toMatchObject({ state: 'succeeded', result: 'ran once', attempts: [{ state: 'succeeded' }] });
+
+        // Resolved by a person after the rescue: the resolution stands.
+        const resolved = (await createLeased('handback-resolved')).claimed!.attempt;
+        clock.advance(LEASE_MS + 1);
+        expect(await store.rescueExpiredLeases()).toBe(1);
+        await store.settleAttempt({ ownerId: OWNER, attemptId: resolved.id, resolvedBy: 'operator', outcome: { state: 'failed', error: { code: 'resolved', message: 'never ran' } } });
+        expect(await handBack(resolved)).toBe('refused');
+        expect(await store.getAttempt(OWNER, resolved.id)).toMatchObject({ state: 'failed', resolvedBy: 'operator' });
+
+        // Cancelled after the rescue: the job stays cancelled, the attempt is not revived.
+        const cancelled = (await createLeased('handback-cancelled')).claimed!.attempt;
+        clock.advance(LEASE_MS + 1);
+        expect(await store.rescueExpiredLeases()).toBe(1);
+        await store.cancelJob(OWNER, cancelled.jobId);
+        expect(await handBack(cancelled)).toBe('refused');
+        expect(await store.getJob(OWNER, cancelled.jobId)).toMatchObject({ state: 'cancelled' });
+        expect((await store.getAttempt(OWNER, cancelled.id))?.state).not.toBe('starting');
+
+        // A reconciler's lookup held on it (it settles unfenced): the lookup decides, the hand-back is refused while it is held.
+        const looked = (await createLeased('handback-looked')).claimed!.attempt;
+        clock.advance(LEASE_MS + 1);
+        expect(await store.rescueExpiredLeases()).toBe(1);
+        const held = await store.claimLookups({ holder: 'rec_1', providers: ['primary'], limit: 10, leaseMs: LEASE_MS, firstCheckMs: 0 });
+        expect(held.some((x) => x.id === looked.id)).toBe(true);
+        expect(await handBack(looked)).toBe('refused');
+        expect((await store.getAttempt(OWNER, looked.id))?.state).toBe('unknown');
+
+        // An attempt this executor sent and marked unknown itself (a doubt it made by sending) is never handed back.
+        const sent = (await createLeased('handback-sent')).claimed!.attempt;
+        expect(await store.markUnknown({ ownerId: OWNER, attemptId: sent.id, ...fenceOf(sent), reason: { code: 'deadline_exceeded', message: 't' } })).toBe(true);
+        expect(await handBack(sent)).toBe('refused');
+        expect((await store.getAttempt(OWNER, sent.id))?.state).toBe('unknown');
+        // No such attempt (the create did not commit).
+        expect(await store.handBackUnsent({ ownerId: OWNER, attemptId: 'att_00000000000000000000000000', leaseOwner: EXECUTOR, leaseToken: 'lease_x' })).toBe('absent');
+      });
+
       it('a late answer to an unknown attempt (lease kept) still wins, through the general settle', async () => {
         const { claimed, job } = await createLeased('fast-late');
         const a = claimed!.attempt;

@@ -195,6 +195,11 @@ export async function attemptUpdate(db: Queryable, p: AttemptUpdateParams): Prom
       shape.push('fence');
     }
   }
+  if (p.noLookupHeldAt !== undefined) {
+    values.push(p.noLookupHeldAt);
+    fence += ` AND (lookup_holder IS NULL OR lookup_lease_expires_at <= $${values.length})`;
+    shape.push('nolookup');
+  }
   const res = await db.query({
     name: `onejob_attempt_update_${shape.join('_') || 'noop'}`,
     text: `UPDATE attempts SET ${assignments.join(', ')} WHERE owner_id = $1 AND id = $2 AND state = ANY($3::text[])${fence}`,

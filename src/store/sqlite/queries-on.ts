@@ -157,5 +157,9 @@ function attemptUpdateSql(p: AttemptUpdateParams): { sql: string; params: Record
     params.leaseToken = p.fence.leaseToken;
     params.now = p.fence.now.getTime();
   }
+  if (p.noLookupHeldAt !== undefined) {
+    where += ' AND (lookup_holder IS NULL OR lookup_lease_expires_at <= @noLookupHeldAt)';
+    params.noLookupHeldAt = p.noLookupHeldAt.getTime();
+  }
   return { sql: `UPDATE attempts SET ${sets.join(', ')} WHERE ${where}`, params };
 }
