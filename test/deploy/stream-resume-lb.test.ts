@@ -83,7 +83,8 @@ describe.skipIf(skip !== null)('a stream resumed behind HAProxy (deploy/haproxy.
     const configFile = join(dir, 'onejob.config.json');
     writeFileSync(configFile, JSON.stringify({
       apiKeys: { [TOKEN]: OWNER },
-      providers: { primary: { type: 'openai', baseUrl: `${fake.url}/v1`, model: 'gpt-fake', timeoutMs: 60_000 } },
+      // The provider is held mid-stream while a process is killed and HAProxy notices (seconds, more on a loaded CI machine): no idle deadline may fire meanwhile.
+      providers: { primary: { type: 'openai', baseUrl: `${fake.url}/v1`, model: 'gpt-fake', timeoutMs: 60_000, idleTimeoutMs: 60_000 } },
       routes: { work: { providers: ['primary'] } },
     }));
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: db.url, LOG_LEVEL: 'info' };
