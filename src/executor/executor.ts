@@ -77,6 +77,7 @@ import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hu
 import { isTransientDatabaseError } from '../store/transient-errors.ts';
 import { withAttemptSpan } from '../tracing/tracing.ts';
 import { Reconciler, type ReconcilerOptions } from './reconciler.ts';
+import { watchEndedDoubt } from './ended-doubt-stop.ts';
 import {
   isOwnEarlierSettle, planHandBack, planLeaseAfterCreate, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
   type AbortWhy, type AttemptAction, type AttemptEvent, type AttemptState, type HandBackFacts, type LeaseReport, type RecordPlan, type RefusalCode, type UsageSource,
@@ -321,6 +322,7 @@ export class Executor {
   #timers: NodeJS.Timeout[] = [];
   #offWork: (() => Promise<void>) | null = null;
   #offJob: (() => void) | null = null;
+  #offEndedDoubt: (() => void) | null = null;
 
   constructor(options: ExecutorOptions) {
     this.id = options.id ?? newId('exe');
@@ -368,6 +370,8 @@ export class Executor {
     if (this.#running) return;
     this.#running = true;
     this.#offWork = await this.#o.store.onWork(() => this.wake());
+    // Doubt that ended while no executor followed it: its work is stopped upstream (docs/reconciliation.md).
+    this.#offEndedDoubt = watchEndedDoubt({ store: this.#o.store, providers: this.#o.providers, logger: this.#o.logger });
     this.#offJob = this.#o.store.onJobChanged((ownerId, jobId, state) => {
       // Decisions made in this process say so at once; others are noticed by the heartbeat.
       if (state !== undefined && isJobTerminal(state)) this.#stopJobFlights(ownerId, jobId, state);
@@ -399,6 +403,7 @@ export class Executor {
     this.#timers = [];
     await this.#offWork?.();
     this.#offJob?.();
+    this.#offEndedDoubt?.();
     await this.reconciler?.stop();
     await this.#loop;
     const all = Promise.all([...this.#inFlight.values()].map((f) => f.done));

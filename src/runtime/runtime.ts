@@ -19,6 +19,7 @@ import { checkOutput } from '../contracts/check-output.ts';
 import type { CompiledContract } from '../contracts/compile-contract.ts';
 import { acceptText, Executor, type ExecutorOptions, type OutputCheck } from '../executor/executor.ts';
 import { Reconciler, type ReconcilerOptions } from '../executor/reconciler.ts';
+import { watchEndedDoubt } from '../executor/ended-doubt-stop.ts';
 import { createProvider } from '../providers/create-provider.ts';
 import { tracedProvider, tracedStore } from '../tracing/tracing.ts';
 import type { ChatRequest, Provider, ProviderConfig } from '../providers/provider.ts';
@@ -54,6 +55,7 @@ export class Runtime {
   readonly #gates: RouteGates;
   readonly #executors: Executor[] = [];
   #retention: RetentionSweeper | null = null;
+  #offEndedDoubt: (() => void) | null = null;
 
   private constructor(o: RuntimeOptions, providers: Map<string, Provider>, contracts: Map<string, CompiledContract>, mcp: McpUpstreams) {
     this.config = o.config;
@@ -76,6 +78,8 @@ export class Runtime {
     const providers = new ProvidersWithTools(configured, mcp);
     const contracts = await compileRouteContracts(o.config);
     const runtime = new Runtime(o, providers, contracts, mcp);
+    // The API's cancels and resolves stop upstream the work of attempts in doubt (docs/reconciliation.md).
+    runtime.#offEndedDoubt = watchEndedDoubt({ store: runtime.store, providers, logger: o.logger });
     // Stdio servers start now (and are restarted when they die); failures are retried on use.
     await mcp.start();
     await runtime.refreshCertifications();
@@ -158,6 +162,7 @@ export class Runtime {
 
   /** Stops the retention sweep, the executors it created, and the providers' connections. */
   async close(graceMs = 10_000): Promise<void> {
+    this.#offEndedDoubt?.();
     await this.#retention?.stop();
     await Promise.all(this.#executors.map((e) => e.stop(graceMs)));
     await Promise.all([...this.providers.values()].map((p) => p.close()));
