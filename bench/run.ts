@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (quick, under 4 minutes) / `npm run bench -- --full`.
+ * `npm run bench` (quick, about 6 minutes) / `npm run bench -- --full`.
  *
  * Measures onejob side by side with its anchors in ONE run, interleaving the
  * sides of every comparison (A, B, A, B…) so the machine's drift hits both:
@@ -68,7 +68,7 @@ const ONLY = ((): Set<string> | null => {
   return i >= 0 ? new Set((process.argv[i + 1] ?? '').split(',').filter(Boolean)) : null;
 })();
 const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting', 'doubt', 'notify'] as const;
-/** The waiting series (about 80 s) is in the full run and `--only waiting`, not in quick mode (which must stay under 4 minutes). */
+/** The waiting series (about 80 s) is in the full run and `--only waiting`, not in quick mode (which stays about 6 minutes). */
 const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : (name !== 'waiting' || FULL) && name !== 'notify');
 const SECONDS = FULL ? 15 : 3;
 const ROUNDS = FULL ? 3 : 2;
