@@ -77,7 +77,7 @@ async function healthy(url: string): Promise<boolean> {
 
 /** Starts the doubt fake on `port` and a TCP proxy in front of it. */
 export async function startDoubtFake(o: DoubtFakeOptions): Promise<DoubtEndpoint> {
-  const p = o.makeProcess('fake-doubt', process.execPath, [o.bin, 'fake-provider', '--port', String(o.port), '--host', '127.0.0.1'], o.env, join(o.dir, 'fake-doubt.log'), o.groups);
+  const p = o.makeProcess('fake-doubt', process.execPath, [o.bin, 'fake-provider', '--port', String(o.port), '--host', '127.0.0.1', '--unique-ids'], o.env, join(o.dir, 'fake-doubt.log'), o.groups);
   p.start();
   const url = `http://127.0.0.1:${o.port}`;
   await o.waitFor('the doubt fake provider', () => healthy(url), 30_000);

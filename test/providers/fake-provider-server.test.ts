@@ -277,3 +277,27 @@ describe('the Responses API in background mode, read by the official openai SDK'
     await expect(client.responses.retrieve('resp_nope')).rejects.toMatchObject({ status: 404 });
   });
 });
+
+describe('uniqueIds: a restarted fake never hands out an id it gave before', () => {
+  it('task and response ids carry a token of the start; two starts give different ids; by default they are task_fake_1, resp_fake_1', async () => {
+    const createIds = async (f: FakeProvider): Promise<string[]> => {
+      const task = await fetch(`${f.url}/v1/tasks`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k1' }, body: JSON.stringify({ input: 'x' }) });
+      const response = await fetch(`${f.url}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', input: 'x', background: true, store: true }) });
+      return [((await task.json()) as { id: string }).id, ((await response.json()) as { id: string }).id];
+    };
+    const plain = await startFakeProvider();
+    const a = await startFakeProvider({ uniqueIds: true });
+    const b = await startFakeProvider({ uniqueIds: true });
+    try {
+      expect(await createIds(plain)).toEqual(['task_fake_1', 'resp_fake_1']);
+      const [ta, ra] = await createIds(a);
+      const [tb, rb] = await createIds(b);
+      expect(ta).toMatch(/^task_fake_[0-9a-f]{8}_1$/);
+      expect(ra).toMatch(/^resp_fake_[0-9a-f]{8}_1$/);
+      expect(tb).not.toBe(ta);
+      expect(rb).not.toBe(ra);
+    } finally {
+      await Promise.all([plain.close(), a.close(), b.close()]);
+    }
+  });
+});

@@ -30,6 +30,8 @@ export interface FakeApiContext {
   noteSubmit(headers: Readonly<Record<string, string>>, behaviour?: FakeBehaviour): void;
   /** Counts one question about earlier work (`FakeProvider.lookups`). */
   countLookup(): void;
+  /** What response and task ids carry between `…_fake_` and their number: '' or a token of this start and `_`. */
+  readonly idPart: string;
   /** Aborted when the server closes: work in progress stops. */
   readonly closing: AbortSignal;
 }

@@ -21,12 +21,13 @@ export interface FakeProviderCliIo {
   readonly signal?: AbortSignal | undefined;
 }
 
-const USAGE = `usage: onejob fake-provider [--port N] [--host H] [--script FILE.json] [--api-key KEY]
+const USAGE = `usage: onejob fake-provider [--port N] [--host H] [--script FILE.json] [--api-key KEY] [--unique-ids]
 
 Serves the OpenAI (POST /v1/chat/completions) and Anthropic (POST /v1/messages)
 wire protocols with scripted behaviour; GET /calls lists what it received,
 POST /script adds behaviours, POST /release opens a gate, POST /reset clears.
---port defaults to ${FAKE_PROVIDER_DEFAULT_PORT} (0 picks a free port).`;
+--port defaults to ${FAKE_PROVIDER_DEFAULT_PORT} (0 picks a free port). --unique-ids puts a token of this
+start into response and task ids, so a fake restarted after a kill never hands out an id it gave before.`;
 
 /**
  * Runs the fake provider until SIGTERM/SIGINT (or `io.signal`); resolves with the exit code.
@@ -37,7 +38,7 @@ export async function runFakeProviderCli(argv: readonly string[], io: FakeProvid
   const out = io.stdout ?? ((line: string) => process.stdout.write(`${line}\n`));
   const err = io.stderr ?? ((line: string) => process.stderr.write(`${line}\n`));
 
-  let values: { port?: string; host?: string; script?: string; 'api-key'?: string; help?: boolean };
+  let values: { port?: string; host?: string; script?: string; 'api-key'?: string; 'unique-ids'?: boolean; help?: boolean };
   try {
     ({ values } = parseArgs({
       args: [...argv],
@@ -46,6 +47,7 @@ export async function runFakeProviderCli(argv: readonly string[], io: FakeProvid
         host: { type: 'string' },
         script: { type: 'string' },
         'api-key': { type: 'string' },
+        'unique-ids': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -82,6 +84,7 @@ export async function runFakeProviderCli(argv: readonly string[], io: FakeProvid
       host: values.host ?? '127.0.0.1',
       ...(script === undefined ? {} : { script }),
       ...(values['api-key'] === undefined ? {} : { apiKey: values['api-key'] }),
+      ...(values['unique-ids'] === true ? { uniqueIds: true } : {}),
     });
   } catch (e) {
     err(`onejob fake-provider: cannot listen on ${values.host ?? '127.0.0.1'}:${port}: ${(e as Error).message}`);

@@ -22,6 +22,7 @@
  * // point an `openai` provider at `${fake.url}/v1`, an `anthropic` one at `fake.url`
  * await fake.close();
  */
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
@@ -70,6 +71,11 @@ export interface StartFakeProviderOptions {
    * @example { url: 'http://127.0.0.1:8080/v1/attempts/{attempt}/callback', secret: 'whsec_…' }
    */
   readonly taskCallback?: { readonly url: string; readonly secret: string };
+  /**
+   * Response and task ids carry a token of this start (`task_fake_<token>_1`), so a fake restarted after a kill
+   * never hands out an id it gave before (a real service does not reuse ids; by default they are `task_fake_1`, …).
+   */
+  readonly uniqueIds?: boolean;
 }
 
 /** Where a call's behaviour came from. */
@@ -172,6 +178,7 @@ class FakeProviderServer implements FakeProvider {
   #gates = new Map<string, Gate>();
   readonly #closed = new AbortController();
   #lookups = 0;
+  readonly #idPart: string;
   readonly #submits = new Map<string, { submits: number; replies: unknown[] }>();
   #host = '127.0.0.1';
   #port = 0;
@@ -183,6 +190,7 @@ class FakeProviderServer implements FakeProvider {
 
   constructor(options: StartFakeProviderOptions) {
     this.#apiKey = options.apiKey;
+    this.#idPart = options.uniqueIds === true ? `${randomBytes(4).toString('hex')}_` : '';
     const context = this.#apiContext();
     this.#stored = new FakeStoredCompletions(context);
     this.#chat = new FakeChatApi(context, this.#log, this.#stored);
@@ -329,6 +337,7 @@ class FakeProviderServer implements FakeProvider {
         this.#lookups += 1;
       },
       closing: this.#closed.signal,
+      idPart: this.#idPart,
     };
   }
 

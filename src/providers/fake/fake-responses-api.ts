@@ -149,7 +149,7 @@ export class FakeResponsesApi {
     }
     const stream = body.stream === true;
     const r: ResponseState = {
-      id: `resp_fake_${this.#responses.size + 1}`,
+      id: `resp_fake_${this.#context.idPart}${this.#responses.size + 1}`,
       attemptId: typeof body.metadata?.onejob_attempt_id === 'string' ? body.metadata.onejob_attempt_id : null,
       model: chosen.model ?? (typeof body.model === 'string' ? body.model : 'fake-model'),
       stream, status: 'queued', events: [], output: [], usage: null, error: null,

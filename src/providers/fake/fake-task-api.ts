@@ -112,7 +112,7 @@ export class FakeTaskApi {
       if (chosen.status !== undefined && chosen.status >= 300) return sendJson(res, chosen.status, { error: { message: 'scripted', ...chosen.error } }, { ...defaultErrorHeaders(chosen.status), ...(chosen.headers ?? {}) });
       const input = (body as { input: unknown }).input;
       const t: TaskState = {
-        id: `task_fake_${this.#tasks.size + 1}`, idempotencyKey: key, input,
+        id: `task_fake_${this.#context.idPart}${this.#tasks.size + 1}`, idempotencyKey: key, input,
         endsAt: Date.now() + (chosen.task?.runMs ?? 0), final: chosen.task?.status ?? 'succeeded',
         output: chosen.task?.output ?? chosen.reply ?? { echo: input }, submits: 1, cancelled: false, cancelRequested: false,
       };
