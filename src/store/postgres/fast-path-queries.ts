@@ -151,6 +151,10 @@ j AS (
                   version = jobs.version + 1, updated_at = r.now, finished_at = r.now
   FROM a0 JOIN r ON r.ord = a0.ord
   WHERE jobs.ctid = ANY (ARRAY(SELECT job_ctid FROM a0)) AND jobs.ctid = a0.job_ctid
+    -- The attempt's locked version must be the one this statement sees: one updated meanwhile (a lease renewal that
+    -- committed while a0 waited for its lock) is locked at its new ctid, which the UPDATE below cannot see, so the job
+    -- would be decided by an attempt left running. Then neither applies and the caller settles the general way.
+    AND EXISTS (SELECT 1 FROM attempts WHERE attempts.ctid = a0.attempt_ctid)
   RETURNING ${qualified(JOB_COLUMNS, 'jobs')}, a0.attempt_ctid, a0.ord
 ),
 a AS (
