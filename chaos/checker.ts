@@ -384,6 +384,8 @@ export function checkRun(input: CheckInput): CheckReport {
     if (b?.state === 'failed') resolvedFailed.add(e.attemptId);
   }
   const doubtReplies = repliesByAttempt((input.doubt?.submits ?? []).filter((s) => s.fake === 'doubt'));
+  // Creates of the doubt fake that chose no scripted reply: the fake echoes the last user message.
+  const doubtEchoes = new Set((input.doubt?.submits ?? []).filter((s) => s.fake === 'doubt' && s.replies.some((r) => r === null || r === undefined)).map((s) => s.attempt_id));
   const callsByKeyAfter = new Map<string, ProviderCall[]>();
   const callsByJobAfter = new Map<string, ProviderCall[]>();
   for (const c of input.callsAfter) {
@@ -413,6 +415,12 @@ export function checkRun(input: CheckInput): CheckReport {
       for (const text of doubtReplies.get(winner.id) ?? []) {
         const r = job.result as { content?: unknown; provider?: unknown } | null;
         candidates.push({ from: 'doubt fake', ok: r !== null && typeof r === 'object' && sameOutput(r.content, text) && r.provider === winner.provider });
+      }
+      if (doubtEchoes.has(winner.id)) {
+        const messages = (job.input as { messages?: { role?: string; content?: unknown }[] } | null)?.messages ?? [];
+        const echo = [...messages].reverse().find((m) => m.role === 'user')?.content;
+        const r = job.result as { content?: unknown; provider?: unknown } | null;
+        candidates.push({ from: 'doubt fake echo', ok: typeof echo === 'string' && r !== null && typeof r === 'object' && r.content === echo && r.provider === winner.provider });
       }
       for (const call of callsByKeyAfter.get(`${job.id}:${winner.number}`) ?? []) {
         if (call.result !== 'replied' && call.result !== 'raw') continue;
