@@ -62,3 +62,22 @@ export function written(res: ServerResponse, chunk: string): Promise<void> {
 export function defaultErrorHeaders(status: number): Record<string, string> {
   return status === 429 || status === 503 || status === 529 ? { 'retry-after': '1' } : {};
 }
+
+/** Answers `405` (OpenAI's error shape) unless the request's `method` is `allowed`; true when it answered. */
+export function refusedMethod(res: ServerResponse, method: string, allowed: 'GET' | 'POST'): boolean {
+  if (method === allowed) return false;
+  sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+  return true;
+}
+
+/**
+ * The headers of a request to one of the fake's JSON APIs (responses, tasks), or null once it was answered with
+ * the `401` that `checkAuth` gave.
+ */
+export function authorizedHeaders(req: IncomingMessage, res: ServerResponse, checkAuth: (headers: Record<string, string>) => { readonly status: number; readonly message: string } | null): Record<string, string> | null {
+  const headers = flattenHeaders(req);
+  const auth = checkAuth(headers);
+  if (auth === null) return headers;
+  sendJson(res, auth.status, { error: { message: auth.message } });
+  return null;
+}

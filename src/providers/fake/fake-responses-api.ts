@@ -21,7 +21,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { abortableSleep } from '../abortable-sleep.ts';
 import type { FakeApiContext } from './fake-api-context.ts';
 import type { FakeBehaviour } from './fake-behaviour.ts';
-import { defaultErrorHeaders, flattenHeaders, readBody, sendJson, startEventStream, written } from './fake-http.ts';
+import { authorizedHeaders, defaultErrorHeaders, readBody, refusedMethod, sendJson, startEventStream, written } from './fake-http.ts';
 import { contentText } from './fake-reply.ts';
 import { argumentPieces, defaultChunks } from './fake-reply-pieces.ts';
 import { sseEvent } from './fake-wire-protocol.ts';
@@ -94,17 +94,16 @@ export class FakeResponsesApi {
 
   /** The route `…/responses(/{id}(/cancel)?)?`. */
   async handle(req: IncomingMessage, res: ServerResponse, method: string, id: string | undefined, cancel: boolean): Promise<void> {
-    const headers = flattenHeaders(req);
-    const auth = this.#context.checkAuth('openai', headers);
-    if (auth !== null) return sendJson(res, auth.status, { error: { message: auth.message } });
+    const headers = authorizedHeaders(req, res, (h) => this.#context.checkAuth('openai', h));
+    if (headers === null) return;
     if (id === undefined) {
-      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      if (refusedMethod(res, method, 'POST')) return;
       return this.#create(req, res, headers);
     }
     const r = this.#responses.get(id);
     if (r === undefined) return sendJson(res, 404, { error: { message: `No response found with id '${id}'.`, type: 'invalid_request_error' } });
     if (cancel) {
-      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      if (refusedMethod(res, method, 'POST')) return;
       r.cancelRequested = true;
       if (!FINAL.has(r.status)) {
         r.status = 'cancelled';
@@ -113,7 +112,7 @@ export class FakeResponsesApi {
       }
       return sendJson(res, 200, responseBody(r));
     }
-    if (method !== 'GET') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+    if (refusedMethod(res, method, 'GET')) return;
     const query = new URL(req.url ?? '/', 'http://fake').searchParams;
     if (query.get('stream') === 'true') {
       const after = query.get('starting_after');

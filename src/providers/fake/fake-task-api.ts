@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { abortableSleep } from '../abortable-sleep.ts';
 import type { FakeApiContext } from './fake-api-context.ts';
 import type { FakeBehaviour } from './fake-behaviour.ts';
-import { defaultErrorHeaders, flattenHeaders, readBody, sendJson } from './fake-http.ts';
+import { authorizedHeaders, defaultErrorHeaders, readBody, refusedMethod, sendJson } from './fake-http.ts';
 
 /** A task of the fake's prediction-style API (`POST /v1/tasks`, `GET /v1/tasks/{id}`, `POST /v1/tasks/{id}/cancel`). */
 export interface FakeTask {
@@ -79,11 +79,10 @@ export class FakeTaskApi {
 
   /** The fake task service: create (idempotent by `Idempotency-Key`), read, cancel. */
   async handle(req: IncomingMessage, res: ServerResponse, method: string, id: string | undefined, cancel: boolean): Promise<void> {
-    const headers = flattenHeaders(req);
-    const auth = this.#context.checkAuth('openai', headers);
-    if (auth !== null) return sendJson(res, auth.status, { error: { message: auth.message } });
+    const headers = authorizedHeaders(req, res, (h) => this.#context.checkAuth('openai', h));
+    if (headers === null) return;
     if (id === undefined) {
-      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      if (refusedMethod(res, method, 'POST')) return;
       const text = await readBody(req);
       let body: unknown;
       try {
@@ -128,7 +127,7 @@ export class FakeTaskApi {
     const t = this.#tasks.get(id);
     if (t === undefined) return sendJson(res, 404, { error: { message: `no task ${id}` } });
     if (cancel) {
-      if (method !== 'POST') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+      if (refusedMethod(res, method, 'POST')) return;
       t.cancelRequested = true;
       if (taskStatus(t) === 'processing') {
         t.cancelled = true;
@@ -136,7 +135,7 @@ export class FakeTaskApi {
       }
       return sendJson(res, 200, taskBody(this.#context.url, t));
     }
-    if (method !== 'GET') return sendJson(res, 405, { error: { message: `${method} is not allowed here` } });
+    if (refusedMethod(res, method, 'GET')) return;
     this.#context.countLookup();
     return sendJson(res, 200, taskBody(this.#context.url, t));
   }
