@@ -118,7 +118,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
   });
 
   describe('capabilities and connectivity', () => {
-    it('declares skip locked, listen/notify and concurrent writers', () => {
+    it('declares LISTEN/NOTIFY, its only capability flag', () => {
       expect(driver.capabilities).toEqual({ supportsListenNotify: true });
     });
 

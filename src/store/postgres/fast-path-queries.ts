@@ -231,6 +231,18 @@ export async function attemptSettleWon(db: Queryable, p: SettleWonParams): Promi
  * for it, the caller settles it the general way).
  */
 export async function attemptSettleWonMany(db: Queryable, many: readonly SettleWonParams[]): Promise<Map<string, { job: Job; attempt: Attempt }>> {
+  const out = new Map<string, { job: Job; attempt: Attempt }>();
+  for (const [id, r] of await attemptSettleWonManyRows(db, many)) out.set(id, settledFromRow(r));
+  return out;
+}
+
+/** A settled job and attempt from a row of {@link attemptSettleWonManyRows}. */
+export function settledFromRow(r: Record<string, unknown>): { job: Job; attempt: Attempt } {
+  return split(r);
+}
+
+/** {@link attemptSettleWonMany} with the rows as the statement returned them (by attempt id), read by the caller. */
+export async function attemptSettleWonManyRows(db: Queryable, many: readonly SettleWonParams[]): Promise<Map<string, Record<string, unknown>>> {
   // Sorted by job: the rows are locked in this order, so two batches never lock in opposite orders.
   const ps = [...many].sort((x, y) => (x.jobId < y.jobId ? -1 : x.jobId > y.jobId ? 1 : 0));
   const res = await db.query<Record<string, unknown>>({
@@ -243,10 +255,7 @@ export async function attemptSettleWonMany(db: Queryable, many: readonly SettleW
       ps.map((p) => p.providerRequestId ?? null),
     ],
   });
-  const out = new Map<string, { job: Job; attempt: Attempt }>();
-  for (const r of res.rows) {
-    const x = split(r);
-    out.set(x.attempt.id, x);
-  }
+  const out = new Map<string, Record<string, unknown>>();
+  for (const r of res.rows) out.set(r.a_id as string, r);
   return out;
 }

@@ -9,6 +9,9 @@
  *   deadlock or serialization failure re-runs the whole function.
  * - Migrations (`migrator.ts`) run in one transaction under an advisory lock,
  *   each inserting its `onejob_migrations` row first (graphile-worker style).
+ * - The hot autocommit calls are group-committed by the one batching layer
+ *   above the drivers (`../batched-queries.ts`) over this driver's lanes
+ *   (`many-queries.ts`: one statement for many calls).
  * - Wake-ups use `LISTEN/NOTIFY` on one dedicated connection
  *   (`notification-listener.ts`): `onejob_work` (new work), `onejob_job` (a
  *   job's state changed, migration 0008) and `onejob_stream`.
@@ -24,10 +27,11 @@ import type { Driver, DriverCapabilities, DriverQueries, MigrationResult } from 
 import type { InsightQueries } from '../insight-queries.ts';
 import { loadMigrations, MIGRATIONS_DIR } from '../migration-files.ts';
 import { insightQueriesOn } from './insight-queries.ts';
-import { batchedQueriesOn } from './batched-queries.ts';
+import { batchedQueries } from '../batched-queries.ts';
+import { postgresLanes } from './many-queries.ts';
 import { applyMigrations, pendingMigrationVersions } from './migrator.ts';
 import { JOB_CHANNEL, NotificationListener, parseJobPayload, WORK_CHANNEL } from './notification-listener.ts';
-import { describeTarget, isRetryableTransactionError, mapDatabaseError, unavailableError } from './pg-errors.ts';
+import { describeTarget, isConnectionError, isRetryableTransactionError, mapDatabaseError, unavailableError } from './pg-errors.ts';
 import { queriesOn } from './queries-on.ts';
 import type { Queryable } from './queryable.ts';
 import { STREAM_CHANNEL } from './stream-queries.ts';
@@ -64,17 +68,18 @@ export interface PostgresDriverOptions {
    */
   readonly maxWaiting?: number | undefined;
   /**
-   * Most rows waiting in the insert batcher, and most keys waiting in each
-   * read batcher; past it a call is refused at once with `unavailable`
+   * Most calls waiting in each lane of the group commit (inserts, reads by
+   * key, attempts of a job, settles; `../batched-queries.ts`); past it a call is refused at once with `unavailable`
    * (nothing was sent, so nothing was created). Default 2 000.
    */
   readonly maxQueued?: number | undefined;
   /** `application_name` shown in `pg_stat_activity`. Default `onejob`. */
   readonly applicationName?: string | undefined;
   /**
-   * Group commit of autocommit `jobInsert`s (see `job-insert-batcher.ts`): at
-   * most this many insert statements on the wire at once; calls arriving
-   * meanwhile leave together as one multi-row statement. 0 turns batching
+   * Group commit of the hot autocommit calls (`../batched-queries.ts`, the
+   * statements in `many-queries.ts`): at most this many statements of each
+   * lane on the wire at once; calls arriving meanwhile leave together as one
+   * multi-row statement. 0 turns batching
    * off (one statement per call). Default 2: fewer, larger commits beat
    * more parallel ones on a small machine (measured in docs/performance.md),
    * and a second pipeline keeps one slow statement from stalling every create.
@@ -179,11 +184,16 @@ export class PostgresDriver implements Driver {
     this.#listener = new NotificationListener(listenConfig, (e) => this.#unavailable(e), onBackgroundError);
     const autocommit = this.#mapped(this.#pool);
     this.insights = insightQueriesOn(autocommit);
-    this.queries = batchedQueriesOn(autocommit, {
-      pipelines: Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10),
-      maxQueued: options.maxQueued ?? 2_000,
-      batchSettles: options.batchSettles !== false,
-    });
+    const pipelines = Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10);
+    this.queries = pipelines <= 0
+      ? queriesOn(autocommit)
+      : batchedQueries(queriesOn(autocommit), {
+        lanes: postgresLanes(autocommit, { pipelines, batchSettles: options.batchSettles !== false }),
+        maxQueued: options.maxQueued ?? 2_000,
+        // A lost connection (or an error already mapped, such as a timeout) fails the whole batch; anything else is retried call by call.
+        failsAll: (e) => isConnectionError(e) || e instanceof OnejobError,
+        refusal: (queued) => new OnejobError('unavailable', `${queued} calls are already waiting for the database ${this.#target}`),
+      });
   }
 
   /** See {@link unavailableError}. */

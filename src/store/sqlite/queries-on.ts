@@ -2,7 +2,8 @@
  * The SQLite driver's {@link DriverQueries}: the named statements of the
  * `*-queries.ts` files over one way of running a statement (`exec`:
  * autocommit, or one transaction's) and one way of running a script
- * (`script`: the group commit, or a transaction's statements in order).
+ * (`script`: one autocommit script alone, or a transaction's statements in
+ * order; the group commit of the autocommit ones sits above, `../batched-queries.ts`).
  */
 import type { JobState } from '../../core/states.ts';
 import type {

@@ -7,7 +7,8 @@
  *   out of an open transaction, and the restart after the worker dies;
  * - `queries-on.ts`: the named statements of the `*-queries.ts` files as
  *   {@link DriverQueries}; `scripted-writes.ts`: the writes that are scripts;
- * - `group-commit.ts`: the group commit of autocommit scripts;
+ * - `group-commit.ts`: scripts in a transaction, and the SQLite lane of
+ *   the group commit above the drivers (`../batched-queries.ts`);
  * - `row-mappers.ts`: arguments and rows.
  * This file puts them together: transactions, migrations, the notification
  * stubs (SQLite has no cross-process signal), close.
@@ -28,7 +29,8 @@ import { OnejobError } from '../../core/errors.ts';
 import type { Driver, DriverQueries, MigrationResult } from '../driver.ts';
 import type { InsightQueries } from '../insight-queries.ts';
 import { loadMigrations } from '../migration-files.ts';
-import { runScriptInOrder, ScriptGroupCommit } from './group-commit.ts';
+import { batchedQueries } from '../batched-queries.ts';
+import { runScriptInOrder, scriptAlone, sqliteLane } from './group-commit.ts';
 import { sqliteInsightQueries } from './insight-queries.ts';
 import { queriesOn } from './queries-on.ts';
 import { toAttempt, toEvent, toJob } from './row-mappers.ts';
@@ -93,7 +95,14 @@ class SqliteDriver implements Driver {
     this.#conn = conn;
     const exec = (k: Kind, s: string, p: unknown[]) => conn.whileBusy(() => conn.auto({ t: 'q', tx: 0, k, s, p }));
     // The autocommit writes that stand alone go through the group commit.
-    this.queries = queriesOn(exec, new ScriptGroupCommit(conn).run);
+    this.queries = batchedQueries(queriesOn(exec, (steps) => scriptAlone(conn, steps)), {
+      lanes: [sqliteLane(conn)],
+      maxQueued: conn.maxQueued,
+      // The worker is gone or closed: no call of the batch can succeed alone.
+      failsAll: () => true,
+      refusal: (queued) => new OnejobError('unavailable', `${queued} writes are already waiting for the SQLite database ${conn.path}`),
+      around: (op) => conn.whileBusy(op),
+    });
     const insight = (k: Kind) => (sql: string, ...args: unknown[]) => conn.auto<never>({ t: 'q', tx: 0, k, s: sql, p: args });
     this.insights = sqliteInsightQueries({ all: insight('all'), get: insight('get') }, { job: toJob, attempt: toAttempt, event: toEvent });
   }
