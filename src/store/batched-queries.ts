@@ -36,9 +36,6 @@ export type BatchedCall = {
   [M in BatchableMethod]: { readonly method: M; readonly args: Parameters<DriverQueries[M]>; readonly prepared: unknown };
 }[BatchableMethod];
 
-/** What a call of `M` answers. */
-export type BatchedAnswer<M extends BatchableMethod> = Awaited<ReturnType<DriverQueries[M]>>;
-
 /** One queue of a driver: the methods it carries and how the engine runs many of their calls at once. */
 export interface BatchLane {
   readonly methods: readonly BatchableMethod[];
@@ -84,11 +81,11 @@ class FromMany {
   constructor(readonly value: unknown) {}
 }
 
-/** The reads that callers queued together share, by what they read. */
-const SHARED_READS: Partial<Record<BatchableMethod, (args: readonly string[]) => string>> = {
-  jobGetByKey: ([ownerId, key]) => `${ownerId!.length}:${ownerId}\u0000${key}`,
-  attemptListByJob: ([ownerId, jobId]) => `${ownerId!.length}:${ownerId}\u0000${jobId}`,
-};
+/** One string for a pair of strings (an owner and a key or job id), equal only for equal pairs. */
+export const pairKey = (a: string, b: string): string => `${a.length}:${a}\u0000${b}`;
+
+/** The reads that callers queued together share, by what they read: (owner, key) and (owner, job). */
+const SHARED_READS: ReadonlySet<BatchableMethod> = new Set(['jobGetByKey', 'attemptListByJob']);
 
 /** Each caller of a shared read gets its own copy. */
 function copyOf(method: BatchableMethod, answer: unknown): unknown {
@@ -108,7 +105,7 @@ export function batchedQueries(base: DriverQueries, options: BatchingOptions): D
       // What `many` gave is marked, so that the caller works out its answer (`one` answers in full).
       many: answerOf ? async (calls) => Array.from(await many(calls), (v) => (v instanceof ItemFailed ? v : new FromMany(v))) : many,
       one: lane.one ?? ((c) => (base[c.method] as (...a: unknown[]) => Promise<unknown>)(...c.args)),
-      shareKey: (c) => SHARED_READS[c.method]?.(c.args as unknown as string[]),
+      shareKey: (c) => (SHARED_READS.has(c.method) ? pairKey(...(c.args as [string, string])) : undefined),
       maxInFlight: lane.maxInFlight,
       maxBatch: lane.maxBatch,
       maxQueued: options.maxQueued,
@@ -116,15 +113,16 @@ export function batchedQueries(base: DriverQueries, options: BatchingOptions): D
       refusal: options.refusal,
       whenReady: lane.whenReady,
     });
+    const { prepare } = lane;
     for (const method of lane.methods) {
-      const shared = method in SHARED_READS;
-      const { prepare } = lane;
+      const shared = SHARED_READS.has(method);
       const call = (...args: unknown[]) => {
-        const c = { method, args, prepared: undefined as unknown } as { method: BatchableMethod; args: unknown[]; prepared: unknown };
-        if (prepare) c.prepared = prepare(c as unknown as BatchedCall);
+        const made = { method, args, prepared: undefined as unknown };
+        const c = made as unknown as BatchedCall;
+        if (prepare) made.prepared = prepare(c);
         return around(async () => {
-          const raw = await batcher.submit(c as unknown as BatchedCall);
-          const answer = raw instanceof FromMany ? answerOf!(c as unknown as BatchedCall, raw.value) : raw;
+          const raw = await batcher.submit(c);
+          const answer = raw instanceof FromMany ? answerOf!(c, raw.value) : raw;
           return shared ? copyOf(method, answer) : answer;
         });
       };

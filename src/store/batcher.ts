@@ -137,7 +137,6 @@ export class Batcher<T, R> {
   }
 
   async #run(batch: readonly Entry<T, R>[], release: () => void): Promise<void> {
-    if (batch.length === 0) return;
     if (batch.length === 1) return this.#alone(batch[0]!, release);
     let answers: ArrayLike<R | ItemFailed>;
     try {

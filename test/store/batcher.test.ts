@@ -46,7 +46,16 @@ function harness(options: Partial<BatcherOptions<string, string>> = {}) {
     const run = runs[i]!;
     run.done.resolve(run.kind === 'one' ? run.calls[0]!.toUpperCase() : run.calls.map((c) => c.toUpperCase()));
   };
-  return { batcher, runs, answer };
+  /** Sends 'a' alone, queues `calls` behind it, answers 'a': the calls are then one `many` batch, `runs[1]`, waiting for the test. */
+  const batchBehindFirst = async (...calls: string[]) => {
+    const first = batcher.submit('a');
+    const queued = calls.map((c) => batcher.submit(c));
+    answer(0);
+    await first;
+    await tick();
+    return queued;
+  };
+  return { batcher, runs, answer, batchBehindFirst };
 }
 
 describe('Batcher (the one group-commit queue)', () => {
@@ -117,26 +126,16 @@ describe('Batcher (the one group-commit queue)', () => {
   });
 
   it('fails only the call whose answer is an ItemFailed', async () => {
-    const { batcher, runs, answer } = harness();
-    const first = batcher.submit('a');
-    const b = batcher.submit('b');
-    const c = batcher.submit('c');
-    answer(0);
-    await first;
-    await tick();
+    const { runs, batchBehindFirst } = harness();
+    const [b, c] = await batchBehindFirst('b', 'c');
     runs[1]!.done.resolve(['B', new ItemFailed(new Error('CHECK violated by c'))]);
     await expect(b).resolves.toBe('B');
     await expect(c).rejects.toThrow('CHECK violated by c');
   });
 
   it('when a whole batch fails, runs each call again alone so an error reaches only its caller', async () => {
-    const { batcher, runs, answer } = harness();
-    const first = batcher.submit('a');
-    const b = batcher.submit('b');
-    const c = batcher.submit('c');
-    answer(0);
-    await first;
-    await tick();
+    const { runs, answer, batchBehindFirst } = harness();
+    const [b, c] = await batchBehindFirst('b', 'c');
     runs[1]!.done.reject(new Error('one row of the statement is bad'));
     await tick();
     expect(runs.slice(2).map((r) => [r.kind, r.calls])).toEqual([['one', ['b']], ['one', ['c']]]);
@@ -148,12 +147,8 @@ describe('Batcher (the one group-commit queue)', () => {
 
   it('fails every call of a batch at once when failsAll says so (a lost connection), running none again', async () => {
     const lost = new Error('connection lost');
-    const { batcher, runs, answer } = harness({ failsAll: (e) => e === lost });
-    const first = batcher.submit('a');
-    const rest = [batcher.submit('b'), batcher.submit('c')];
-    answer(0);
-    await first;
-    await tick();
+    const { runs, batchBehindFirst } = harness({ failsAll: (e) => e === lost });
+    const rest = await batchBehindFirst('b', 'c');
     runs[1]!.done.reject(lost);
     for (const p of rest) await expect(p).rejects.toBe(lost);
     expect(runs).toHaveLength(2);
@@ -193,13 +188,8 @@ describe('Batcher (the one group-commit queue)', () => {
   });
 
   it('answers a call that the batch left unanswered with an error rather than leaving it waiting', async () => {
-    const { batcher, runs, answer } = harness();
-    const first = batcher.submit('a');
-    const b = batcher.submit('b');
-    const c = batcher.submit('c');
-    answer(0);
-    await first;
-    await tick();
+    const { runs, batchBehindFirst } = harness();
+    const [b, c] = await batchBehindFirst('b', 'c');
     runs[1]!.done.resolve(['B']);
     await expect(b).resolves.toBe('B');
     await expect(c).rejects.toThrow('a batch of 2 calls was answered 1 times');

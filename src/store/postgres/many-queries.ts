@@ -20,9 +20,10 @@
  * carries it has committed.
  */
 import type { Attempt, Job } from '../../core/types.ts';
-import type { BatchedCall, BatchLane } from '../batched-queries.ts';
+import { pairKey, type BatchedCall, type BatchLane } from '../batched-queries.ts';
 import type { FirstAttemptRow, JobInsertRow, SettleWonParams } from '../driver.ts';
 import { attemptSettleWonManyRows, FIRST_ATTEMPT_EVENT, JOB_RETURNED, settledFromRow, splitJobRow } from './fast-path-queries.ts';
+import type { QueryResultRow } from 'pg';
 import type { Queryable } from './queryable.ts';
 import { ATTEMPT_COLUMNS, attemptFromRow, JOB_COLUMNS, jobFromRow, jsonParam, jsonValueParam, type AttemptRow, type JobRow } from './row-mappers.ts';
 
@@ -79,7 +80,12 @@ export const ATTEMPT_LIST_BY_JOB_PAIRS_SQL = {
 type InsertCall = Extract<BatchedCall, { method: 'jobInsert' | 'jobInsertLeased' }>;
 type Inserted = { readonly job: Job; readonly attempt: Attempt | null };
 
-const pairKey = (a: string, b: string): string => `${a.length}:${a}\u0000${b}`;
+/** The (owner, key-or-job) pairs of read calls, and the rows `sql` answers for all of them in one statement. */
+async function readPairs<Row extends QueryResultRow>(db: Queryable, sql: { name: string; text: string }, calls: readonly BatchedCall[]): Promise<{ pairs: [string, string][]; rows: Row[] }> {
+  const pairs = calls.map((c) => c.args as [string, string]);
+  const res = await db.query<Row>({ ...sql, values: [pairs.map((p) => p[0]), pairs.map((p) => p[1])] });
+  return { pairs, rows: res.rows };
+}
 
 /** Many job inserts (with or without their first attempt) in one statement: per call its job, `{ job, attempt }`, or null. */
 export async function jobInsertMany(db: Queryable, calls: readonly InsertCall[]): Promise<unknown[]> {
@@ -144,10 +150,9 @@ export function postgresLanes(db: Queryable, options: { readonly pipelines: numb
       maxInFlight: pipelines,
       maxBatch: 500,
       many: async (calls) => {
-        const pairs = calls.map((c) => c.args as [string, string]);
-        const res = await db.query<JobRow>({ ...JOB_GET_BY_KEYS_SQL, values: [pairs.map((p) => p[0]), pairs.map((p) => p[1])] });
+        const { pairs, rows } = await readPairs<JobRow>(db, JOB_GET_BY_KEYS_SQL, calls);
         const byKey = new Map<string, Job>();
-        for (const r of res.rows) byKey.set(pairKey(r.owner_id, r.idempotency_key), jobFromRow(r));
+        for (const r of rows) byKey.set(pairKey(r.owner_id, r.idempotency_key), jobFromRow(r));
         return pairs.map(([o, k]) => byKey.get(pairKey(o, k)) ?? null);
       },
     },
@@ -156,10 +161,9 @@ export function postgresLanes(db: Queryable, options: { readonly pipelines: numb
       maxInFlight: pipelines,
       maxBatch: 500,
       many: async (calls) => {
-        const pairs = calls.map((c) => c.args as [string, string]);
-        const res = await db.query<AttemptRow>({ ...ATTEMPT_LIST_BY_JOB_PAIRS_SQL, values: [pairs.map((p) => p[0]), pairs.map((p) => p[1])] });
+        const { pairs, rows } = await readPairs<AttemptRow>(db, ATTEMPT_LIST_BY_JOB_PAIRS_SQL, calls);
         const byJob = new Map<string, Attempt[]>(pairs.map(([o, j]) => [pairKey(o, j), []]));
-        for (const r of res.rows) byJob.get(pairKey(r.owner_id, r.job_id))?.push(attemptFromRow(r));
+        for (const r of rows) byJob.get(pairKey(r.owner_id, r.job_id))?.push(attemptFromRow(r));
         return pairs.map(([o, j]) => byJob.get(pairKey(o, j))!);
       },
     },
