@@ -15,7 +15,7 @@
  * request. Nothing here changes the product; it only observes it.
  */
 import { performance } from 'node:perf_hooks';
-import { rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { Pool } from 'undici';
@@ -29,6 +29,8 @@ import { dropDatabase, recreateDatabase } from './lib/pg-admin.ts';
 
 const args = argMap(process.argv.slice(2));
 const N = Number(args.n ?? 200);
+/** `--stream <ms>`: send `stream: true`, the fake streaming four content chunks this many ms apart; the total is to the first content event. */
+const STREAM_DELAY = args.stream === undefined ? null : Number(args.stream);
 const WARM = 30;
 
 interface Ev { readonly name: string; readonly s: number; readonly e: number }
@@ -67,7 +69,7 @@ const med = (xs: number[]): number => {
 
 async function traceOne(label: string, db: string): Promise<void> {
   const fake = await startFakeProvider({ host: '127.0.0.1', port: 0 });
-  fake.setDefault({ reply: 'ok' });
+  fake.setDefault(STREAM_DELAY === null ? { reply: 'ok' } : { chunks: ['The', ' quick', ' brown', ' fox'], chunkDelayMs: STREAM_DELAY });
   const config = defineConfig({
     databaseUrl: db,
     apiKeys: { tok_trace: 'trace' },
@@ -92,6 +94,21 @@ async function traceOne(label: string, db: string): Promise<void> {
             return out;
           };
         }
+        if (key === 'stream') {
+          return async (req: Parameters<typeof t.stream>[0], onDelta: Parameters<typeof t.stream>[1]) => {
+            const s = performance.now();
+            let first = true;
+            const out = await t.stream(req, (d) => {
+              if (first && d.type === 'text' && d.text !== '') {
+                first = false;
+                ev('provider.first_text', s);
+              }
+              onDelta(d);
+            });
+            ev('provider.stream', s);
+            return out;
+          };
+        }
         const v = Reflect.get(t, key, t);
         return typeof v === 'function' ? v.bind(t) : v;
       },
@@ -109,7 +126,7 @@ async function traceOne(label: string, db: string): Promise<void> {
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   const client = new Pool(`http://127.0.0.1:${port}`, { connections: 1 });
-  const body = JSON.stringify({ model: 'summarize', messages: [{ role: 'user', content: 'Summarize: the quick brown fox.' }] });
+  const body = JSON.stringify({ model: 'summarize', ...(STREAM_DELAY === null ? {} : { stream: true }), messages: [{ role: 'user', content: 'Summarize: the quick brown fox.' }] });
   const rows: { total: number; evs: Ev[] }[] = [];
   for (let i = 0; i < WARM + N; i++) {
     events = [];
@@ -118,8 +135,20 @@ async function traceOne(label: string, db: string): Promise<void> {
       method: 'POST', path: '/v1/chat/completions', body,
       headers: { authorization: 'Bearer tok_trace', 'content-type': 'application/json', 'idempotency-key': `trace-${label}-${Date.now()}-${i}` },
     });
-    await res.body.text();
-    const total = performance.now() - t0;
+    let total: number;
+    if (STREAM_DELAY === null) {
+      await res.body.text();
+      total = performance.now() - t0;
+    } else {
+      // To the first SSE event with content; the rest of the stream read out after.
+      total = Number.NaN;
+      for await (const chunk of res.body) {
+        if (Number.isNaN(total) && /"content":"[^"]/.test(String(chunk))) {
+          total = performance.now() - t0;
+          ev('client.first_content', t0 + total);
+        }
+      }
+    }
     if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
     if (i >= WARM) rows.push({ total, evs: events.map((e) => ({ ...e, s: e.s - t0, e: e.e - t0 })) });
     await new Promise((r) => setTimeout(r, 5)); // let the background settle out of this request's window
@@ -132,7 +161,7 @@ async function traceOne(label: string, db: string): Promise<void> {
   await fake.close();
 
   const names = [...new Set(rows.flatMap((r) => r.evs.map((e) => e.name)))];
-  const out: string[] = [`\n## ${label}: ${N} sequential requests, median total ${med(rows.map((r) => r.total)).toFixed(2)} ms (client send → body read)\n`];
+  const out: string[] = [`\n## ${label}: ${N} sequential requests, median total ${med(rows.map((r) => r.total)).toFixed(2)} ms (client send → ${STREAM_DELAY === null ? 'body read' : `first content, chunks ${STREAM_DELAY} ms apart`})\n`];
   out.push('| step | per request | first starts at (ms) | first ends at (ms) | last ends at (ms) | median duration (ms, each) |', '| --- | ---: | ---: | ---: | ---: | ---: |');
   const order = names
     .map((n) => ({ n, start: med(rows.map((r) => r.evs.find((e) => e.name === n)?.s ?? Number.NaN).filter(Number.isFinite)) }))
@@ -148,6 +177,7 @@ async function traceOne(label: string, db: string): Promise<void> {
 }
 
 const pgUrl = await recreateDatabase('onejob_bench_trace');
+mkdirSync(resolve(BENCH_DIR, '.scratch'), { recursive: true });
 const sqlitePath = resolve(BENCH_DIR, '.scratch', 'trace.db');
 for (const s of ['', '-wal', '-shm']) rmSync(sqlitePath + s, { force: true });
 try {

@@ -129,8 +129,15 @@ export type AttemptAction =
   | { readonly do: 'cancel_mark' }
   /** Claim the job's stream; `thenMark`: the `running` mark (cancelled above) is written after the claim. */
   | { readonly do: 'claim_stream'; readonly thenMark: boolean }
-  /** The claim won: open the hub stream, flush what came before, stop the job's other attempts here. */
-  | { readonly do: 'open_stream' };
+  /**
+   * A route without hedging, at the first output: open the hub stream at once, in memory only (the
+   * claim's commit is not waited for), and flush what came before.
+   */
+  | { readonly do: 'publish_stream' }
+  /** The claim won: open the hub stream (a hedged route) or start storing the one published, and stop the job's other attempts here. */
+  | { readonly do: 'open_stream' }
+  /** The claim lost on a route without hedging: the stream published from memory ends with an error, never stored. */
+  | { readonly do: 'drop_stream' };
 
 /** Why a request is aborted (each has its own message). */
 export type AbortWhy = 'stream_deadline' | 'stream_stalled' | 'lease_lost' | 'job_cancelled' | 'job_decided' | 'stream_owned_elsewhere';
@@ -211,17 +218,24 @@ export function stepAttempt(s: AttemptState, e: AttemptEvent): AttemptTransition
       const actions: AttemptAction[] = [{ do: 'clear_hedge' }];
       // From the first output only the idle bound applies (unless the deadline already fired).
       if (s.doubt === null) actions.push({ do: 'clear_deadline' }, { do: 'schedule_idle' });
-      // The first token waits for nothing but the claim: a `running` mark not yet written goes after it.
+      // Without hedging no other attempt of the job can be running beside this one (CONTRACT §3), so the
+      // first token waits for nothing: it is published now and stored once the claim is in. A hedged
+      // route's first token waits for the claim, which decides between the attempts.
+      if (!s.hedged) actions.push({ do: 'publish_stream' });
+      // A `running` mark not yet written goes after the claim.
       const thenMark = s.mark === 'pending';
       if (thenMark) actions.push({ do: 'cancel_mark' });
       actions.push({ do: 'claim_stream', thenMark });
       const out: AttemptState = { ...s, firstOutput: true, step: AttemptStep.firstOutput };
       return thenMark ? markNow(out, actions) : { state: out, actions };
     }
-    case 'stream_claim':
+    case 'stream_claim': {
       if (e.claimed) return { state: s, actions: [{ do: 'open_stream' }] };
-      if (s.stopped !== null) return { state: s, actions: none };
-      return { state: { ...s, stopped: 'superseded' }, actions: [{ do: 'abort', why: 'stream_owned_elsewhere' }] };
+      // A lost claim without hedging: the job was decided (cancelled) or the lease is another's.
+      const drop: readonly AttemptAction[] = s.hedged ? none : [{ do: 'drop_stream' }];
+      if (s.stopped !== null) return { state: s, actions: drop };
+      return { state: { ...s, stopped: 'superseded' }, actions: [...drop, { do: 'abort', why: 'stream_owned_elsewhere' }] };
+    }
     case 'job_decided':
       return stop(s, e.cancelled);
     case 'answered':

@@ -51,9 +51,11 @@
  * - **Streams.** A job whose input has `stream: true` is sent with
  *   `provider.stream()`. At its first output the attempt claims the job's
  *   stream (`store.claimStream`, a compare-and-swap on the job row) and
- *   publishes its deltas to the {@link StreamHub}; an attempt that loses the
- *   claim is stopped and ends `superseded`, and the owner stops its siblings
- *   here. A hedge counts to the first output. The stream ends after the
+ *   publishes its deltas to the {@link StreamHub}: on a route without
+ *   hedging at once, stored once the claim is in (no other attempt can run
+ *   beside it); on a hedged route after the claim. An attempt that loses the
+ *   claim is stopped and ends `superseded` (what it published ends with
+ *   `stream_not_claimed`), and the owner stops its siblings here. A hedge counts to the first output. The stream ends after the
  *   outcome is recorded: with the stored result when the attempt won, else
  *   with an error (`failed`, `unknown`). A streaming attempt past its deadline
  *   (or stalled) is `unknown` and stopped (a stream cannot be resumed).
@@ -260,7 +262,7 @@ interface AttemptIo {
   doubt: RecordedError | null;
   streamClaim: Promise<unknown>;
   writer: StreamWriter | null;
-  /** A stream's deltas before its claim came back. */
+  /** A stream's deltas before it was published (a hedged route: before its claim came back). */
   readonly early: ChatDelta[];
   deadline: NodeJS.Timeout | undefined;
   backstop: NodeJS.Timeout | undefined;
@@ -639,14 +641,30 @@ export class Executor {
           .catch((e) => this.events.emit('error', e));
         if (a.thenMark) io.runningWrite = io.streamClaim;
         return;
+      case 'publish_stream': {
+        // Published from memory before the claim is in (a route without hedging); stored once it is.
+        // A stream of the job already live here (an attempt started after an operator resolved this one)
+        // is not replaced by one that has no claim: this attempt waits for its claim then, as a hedge does.
+        if (this.#o.streamHub.isLive(job.id)) return;
+        const writer = (io.writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number }));
+        for (const e of io.early.splice(0)) writer.push(e);
+        return;
+      }
       case 'open_stream': {
         log?.debug('job stream claimed');
-        const writer = (io.writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number, log: this.#o.store }));
-        for (const e of io.early.splice(0)) writer.push(e);
+        if (io.writer !== null) io.writer.keep(this.#o.store);
+        else {
+          const writer = (io.writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number, log: this.#o.store }));
+          for (const e of io.early.splice(0)) writer.push(e);
+        }
         // Every other attempt of the job here stops: it can never win now.
         for (const other of this.#inFlight.values()) if (other !== f && other.job.id === job.id && other.job.ownerId === job.ownerId) this.#stopFlight(other, 'succeeded');
         return;
       }
+      case 'drop_stream':
+        io.writer?.end({ ok: false, error: { code: 'stream_not_claimed', message: `attempt ${attempt.number} (${attempt.provider}) could not claim the job stream: the job was decided or its lease is another's` } });
+        io.writer = null;
+        return;
     }
   }
 

@@ -49,6 +49,12 @@ export interface StreamWriter {
   push(delta: ChatDelta): void;
   /** Ends the stream (once; later calls are ignored). */
   end(outcome: { readonly ok: true; readonly result: unknown } | { readonly ok: false; readonly error: StreamError }): void;
+  /**
+   * Starts storing a stream opened without a log: every event published so
+   * far, then every later one, as if the log had been given to
+   * {@link StreamHub.open}. Ignored when it already stores or has ended.
+   */
+  keep(log: StreamLog): void;
   /** Whether {@link end} was called. */
   readonly ended: boolean;
 }
@@ -164,7 +170,8 @@ export class StreamHub {
     const attemptNumber = options?.attemptNumber ?? 0;
     const stream: LiveStream = { attemptId, attemptNumber, events: [], next: 1 };
     this.#live.set(jobId, stream);
-    const batcher = options?.log ? new StreamBatcher(options.log, { ownerId: options.ownerId, jobId, attemptNumber }, this.#sliceMs, this.#onError) : null;
+    const store = (log: StreamLog) => new StreamBatcher(log, { ownerId: options?.ownerId ?? '', jobId, attemptNumber }, this.#sliceMs, this.#onError);
+    let batcher = options?.log ? store(options.log) : null;
     let ended = false;
     return {
       push: (delta) => {
@@ -181,6 +188,11 @@ export class StreamHub {
         const e: StreamEvent = outcome.ok ? { type: 'end', ...base, ok: true, result: outcome.result } : { type: 'end', ...base, ok: false, error: outcome.error };
         this.#publish(jobId, stream, e);
         batcher?.add(e);
+      },
+      keep: (log) => {
+        if (ended || batcher !== null) return;
+        batcher = store(log);
+        batcher.add(...stream.events);
       },
       get ended() {
         return ended;
@@ -255,10 +267,11 @@ class StreamBatcher {
     this.#onError = onError;
   }
 
-  add(e: StreamEvent): void {
-    if (this.#broken) return;
-    this.#pending.push(e);
-    this.#schedule(e.type === 'end');
+  /** Queues events (in order) for the next write. */
+  add(...events: StreamEvent[]): void {
+    if (this.#broken || events.length === 0) return;
+    this.#pending.push(...events);
+    this.#schedule(events.some((e) => e.type === 'end'));
   }
 
   #schedule(now: boolean): void {

@@ -14,6 +14,7 @@ import {
 const plain = { streaming: false, hedged: false, runningMarkDelayMs: 50 } as const;
 const streamed = { ...plain, streaming: true } as const;
 const hedgedRoute = { ...plain, hedged: true } as const;
+const streamedHedged = { ...streamed, hedged: true } as const;
 
 /** Feeds the events in order; the final state and every action, in order. */
 function feed(init: Parameters<typeof startAttempt>[0], events: readonly AttemptEvent[]): { state: AttemptState; actions: AttemptAction[]; last: readonly AttemptAction[] } {
@@ -149,20 +150,24 @@ describe('deadline and stall: unknown, named for what they bound', () => {
 });
 
 describe('first output: the stream claim', () => {
-  it('the deadline gives way to the idle bound; the claim is asked', () => {
+  it('without hedging the first token is published at once, and the claim is asked beside it', () => {
     const r = feed(streamed, [ev.dispatched, ev.markDue, ev.firstOutput]);
-    expect(dos(r.last)).toEqual(['clear_hedge', 'clear_deadline', 'schedule_idle', 'claim_stream']);
+    expect(dos(r.last)).toEqual(['clear_hedge', 'clear_deadline', 'schedule_idle', 'publish_stream', 'claim_stream']);
     expect(r.last.at(-1)).toEqual({ do: 'claim_stream', thenMark: false });
     expect(r.state).toMatchObject({ firstOutput: true, step: AttemptStep.firstOutput });
+  });
+  it('a hedged route publishes nothing before the claim decides between its attempts', () => {
+    const r = feed(streamedHedged, [ev.dispatched, ev.firstOutput]);
+    expect(dos(r.last)).toEqual(['clear_hedge', 'clear_deadline', 'schedule_idle', 'claim_stream']);
   });
   it('a running mark not yet written goes after the claim, without a deadline', () => {
     const r = feed(streamed, [ev.dispatched, ev.firstOutput]);
     expect(r.last).toEqual([
-      { do: 'clear_hedge' }, { do: 'clear_deadline' }, { do: 'schedule_idle' }, { do: 'cancel_mark' }, { do: 'claim_stream', thenMark: true }, { do: 'write_running', withDeadline: false },
+      { do: 'clear_hedge' }, { do: 'clear_deadline' }, { do: 'schedule_idle' }, { do: 'publish_stream' }, { do: 'cancel_mark' }, { do: 'claim_stream', thenMark: true }, { do: 'write_running', withDeadline: false },
     ]);
   });
   it('a first output after the deadline fired keeps the doubt (no idle bound)', () => {
-    expect(dos(feed(streamed, [ev.dispatched, ev.markDue, ev.deadline, ev.firstOutput]).last)).toEqual(['clear_hedge', 'claim_stream']);
+    expect(dos(feed(streamed, [ev.dispatched, ev.markDue, ev.deadline, ev.firstOutput]).last)).toEqual(['clear_hedge', 'publish_stream', 'claim_stream']);
   });
   it('only the first output counts', () => {
     expect(feed(streamed, [ev.dispatched, ev.firstOutput, ev.firstOutput]).last).toEqual([]);
@@ -171,19 +176,22 @@ describe('first output: the stream claim', () => {
     expect(feed(streamed, [ev.cancelled, ev.firstOutput]).last).toEqual([]);
     expect(feed(streamed, [ev.afterWrite('lost'), ev.firstOutput]).last).toEqual([]);
   });
-  it('the claim won: the stream opens (and the job\'s other attempts here stop)', () => {
+  it('the claim won: the stream is stored (hedged: opened), and the job\'s other attempts here stop', () => {
     expect(feed(streamed, [ev.firstOutput, ev.claimed]).last).toEqual([{ do: 'open_stream' }]);
+    expect(feed(streamedHedged, [ev.firstOutput, ev.claimed]).last).toEqual([{ do: 'open_stream' }]);
   });
-  it('the claim lost: superseded and stopped; it can never win', () => {
+  it('the claim lost: superseded and stopped; it can never win; what was published ends unstored', () => {
     const r = feed(streamed, [ev.firstOutput, ev.claimLost]);
-    expect(r.last).toEqual([{ do: 'abort', why: 'stream_owned_elsewhere' }]);
+    expect(r.last).toEqual([{ do: 'drop_stream' }, { do: 'abort', why: 'stream_owned_elsewhere' }]);
     expect(r.state.stopped).toBe('superseded');
     expect(planRecord(feed(streamed, [ev.firstOutput, ev.claimLost, ev.answered]).state, failure('aborted'))).toMatchObject({ record: 'settle', state: 'superseded', usage: 'partial', stopUpstream: true });
+    expect(feed(streamedHedged, [ev.firstOutput, ev.claimLost]).last).toEqual([{ do: 'abort', why: 'stream_owned_elsewhere' }]);
   });
-  it('the claim lost after a cancel: stays cancelled', () => {
+  it('the claim lost after a cancel: stays cancelled, what was published ends', () => {
     const r = feed(streamed, [ev.firstOutput, ev.cancelled, ev.claimLost]);
-    expect(r.last).toEqual([]);
+    expect(r.last).toEqual([{ do: 'drop_stream' }]);
     expect(r.state.stopped).toBe('cancelled');
+    expect(feed(streamedHedged, [ev.firstOutput, ev.cancelled, ev.claimLost]).last).toEqual([]);
   });
 });
 

@@ -59,5 +59,42 @@ for (const db of TEST_DATABASES) {
       w.end({ ok: true, result: null });
       await until('the end written', () => writes === 2);
     });
+
+    it('a stream published before its claim stores nothing until kept, then everything so far in one write, the same numbers as relayed', async () => {
+      const jobId = `job_batches3_${db.name}_${Date.now()}`;
+      let writes = 0;
+      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => (writes++, store.appendStreamBatch(row)) };
+      const hub = new StreamHub({ sliceMs: 10_000 });
+      const relayed: number[] = [];
+      hub.watch(jobId, (e) => void relayed.push(e.seq));
+      const w = hub.open(jobId, 'att_d', { ownerId: 'alice', attemptNumber: 2 });
+      w.push({ type: 'model', model: 'gpt-fake-2026' });
+      w.push({ type: 'text', text: 'first ' });
+      await new Promise((r) => setTimeout(r, 50));
+      expect(writes).toBe(0); // published, not stored
+      expect(relayed).toEqual([1, 2]);
+      w.keep(log);
+      await until('what came before the claim written', () => writes === 1);
+      w.keep(log); // a second keep changes nothing
+      w.push({ type: 'text', text: 'second' });
+      w.end({ ok: true, result: null });
+      await until('the end written', () => writes === 2);
+      const rows = await store.readStreamBatches('alice', jobId, 2, 0);
+      expect(rows.map((r) => streamEventsOfBatch(r).map((e) => e.seq))).toEqual([[1, 2], [3, 4]]);
+      expect(relayed).toEqual([1, 2, 3, 4]);
+    });
+
+    it('a stream ended before it was kept is never stored', async () => {
+      const jobId = `job_batches4_${db.name}_${Date.now()}`;
+      let writes = 0;
+      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => (writes++, store.appendStreamBatch(row)) };
+      const w = new StreamHub({ sliceMs: 10_000 }).open(jobId, 'att_e', { ownerId: 'alice', attemptNumber: 1 });
+      w.push({ type: 'text', text: 'lost claim' });
+      w.end({ ok: false, error: { code: 'stream_not_claimed', message: 'not ours' } });
+      w.keep(log);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(writes).toBe(0);
+      expect(await store.readStreamBatches('alice', jobId, 1, 0)).toEqual([]);
+    });
   });
 }

@@ -262,6 +262,81 @@ for (const db of TEST_DATABASES) {
       expect(fallbackFake.calls).toHaveLength(0);
     });
 
+    /** Holds every stream claim until the returned release is called (the claim's commit, ordered by hand). */
+    function holdClaims(): { release: () => void; asked: Promise<void> } {
+      const original = store.claimStream;
+      let release!: () => void;
+      let asked!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const askedP = new Promise<void>((r) => (asked = r));
+      store.claimStream = async (params) => {
+        asked();
+        await gate;
+        return original.call(store, params);
+      };
+      return { release: () => ((store.claimStream = original), release()), asked: askedP };
+    }
+
+    it('without hedging the first token does not wait for the stream claim\'s commit; the stream is stored once the claim is in', async () => {
+      primaryFake.script([{ chunks: ['Before ', 'the ', 'claim.'], streamGate: { afterChunks: 1, gate: `g-${key}` } }]);
+      const held = holdClaims();
+      try {
+        const stream = await client().chat.completions.create({ model: 'chat', messages, stream: true }, withKey(key));
+        const it = stream[Symbol.asyncIterator]();
+        let early = '';
+        while (early === '') early += (await it.next()).value?.choices[0]?.delta.content ?? '';
+        await held.asked;
+        // The claim is still held: nothing of the stream is stored yet, the client has its first token.
+        expect(early).toBe('Before ');
+        const job = await jobOf(key);
+        expect(await store.readStreamBatches(OWNER, job.id, 1, 0)).toEqual([]);
+        held.release();
+        primaryFake.release(`g-${key}`);
+        let rest = '';
+        for (let n = await it.next(); !n.done; n = await it.next()) rest += n.value.choices[0]?.delta.content ?? '';
+        expect(early + rest).toBe('Before the claim.');
+        const done = await until(() => jobOf(key), (j) => j.state === 'succeeded');
+        expect(done.attempts.map((a) => a.state)).toEqual(['succeeded']);
+        // Stored from its first event once claimed: a resume on any process reads the whole stream.
+        const stored = await until(() => store.readStreamBatches(OWNER, job.id, 1, 0), (rows) => rows.some((r) => r.events.includes('"end":"ok"')));
+        const text = stored.flatMap((r) => JSON.parse(r.events) as { d?: { type: string; text?: string } }[]).map((e) => (e.d?.type === 'text' ? e.d.text : '')).join('');
+        expect(text).toBe('Before the claim.');
+      } finally {
+        held.release();
+        primaryFake.release(`g-${key}`);
+      }
+    });
+
+    it('a claim lost without hedging (the job cancelled meanwhile): what was published ends with event: error, nothing stored, the attempt cancelled', async () => {
+      primaryFake.script([{ chunks: ['Never ', 'the ', 'result.'], streamGate: { afterChunks: 1, gate: `g-${key}` } }]);
+      const held = holdClaims();
+      try {
+        const base = baseURL.replace(/\/v1$/, '');
+        const res = await fetch(`${base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'idempotency-key': key },
+          body: JSON.stringify({ model: 'chat', messages, stream: true }),
+        });
+        expect(res.status).toBe(200);
+        await held.asked;
+        const job = await jobOf(key);
+        await store.cancelJob(OWNER, job.id);
+        held.release();
+        const text = await res.text();
+        expect(text).toContain('"content":"Never "');
+        expect(text).not.toContain('[DONE]');
+        const events = text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':')).map(withoutId);
+        expect(events.at(-1)!.startsWith('event: error\ndata: ')).toBe(true);
+        const done = await until(() => jobOf(key), (j) => j.attempts.every((a) => a.finishedAt !== null));
+        expect(done.state).toBe('cancelled');
+        expect(done.attempts.map((a) => a.state)).toEqual(['cancelled']);
+        expect(await store.readStreamBatches(OWNER, job.id, 1, 0)).toEqual([]);
+      } finally {
+        held.release();
+        primaryFake.release(`g-${key}`);
+      }
+    });
+
     it('keep-alive comments go out while nothing has been sent, then the stream', async () => {
       primaryFake.script([{ gate: `g-${key}`, chunks: ['after ', 'the ', 'wait'] }]);
       const base = baseURL.replace(/\/v1$/, '');
