@@ -1,6 +1,9 @@
 /**
  * `node --import tsx bench/cpu-chat.ts [--engine postgres|sqlite] [--seconds 5] [--rounds 4] [--connections 32]
- *   [--roots /path/a,/path/b] [--cpu-prof <dir>]`
+ *   [--roots /path/a,/path/b] [--cpu-prof <dir>] [--path chat|jobs]`
+ *
+ * `--path jobs` measures `POST /v1/jobs` instead (the bench's create body,
+ * no executor: what section 1's HTTP series runs).
  *
  * CPU per `POST /v1/chat/completions` (issue 26) under the bench's chat load
  * (autocannon, 32 connections, fresh keys, its own process; the fake provider
@@ -37,7 +40,10 @@ const CONNECTIONS = Number(args.connections ?? 32);
 const IDLE_MS = Number(args['idle-ms'] ?? 2000);
 const MARGINAL = args.marginal === 'true';
 const PROF = args['cpu-prof'] ? resolve(String(args['cpu-prof'])) : null;
-const BODY = JSON.stringify({ model: 'summarize', messages: [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }] });
+const JOBS = args.path === 'jobs';
+const MESSAGES = [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }];
+const BODY = JSON.stringify(JOBS ? { route: 'summarize', input: { messages: MESSAGES } } : { model: 'summarize', messages: MESSAGES });
+const PATH = JOBS ? '/v1/jobs' : '/v1/chat/completions';
 
 const fake = await startServer<{ url: string }>(resolve(BENCH_DIR, 'workers', 'fake-provider.ts'), ['--forget']);
 const sides: { root: string; db: string; dbName?: string; server: Started<{ url: string; pid: number }> }[] = [];
@@ -48,12 +54,12 @@ try {
     if (ENGINE !== 'postgres') for (const s of ['', '-wal', '-shm']) rmSync(resolve(BENCH_DIR, '.scratch', `cpu-${i}.db${s}`), { force: true });
     if (PROF) mkdirSync(resolve(PROF, String(i)), { recursive: true });
     const server = await startServer<{ url: string; pid: number }>(resolve(root, 'bench', 'workers', 'onejob-server.ts'),
-      ['--db', db, '--provider-url', fake.info.url, '--executor', '--pool', '10'], {},
+      ['--db', db, '--provider-url', fake.info.url, ...(JOBS ? [] : ['--executor']), '--pool', '10'], {},
       { cwd: root, ...(PROF ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', resolve(PROF, String(i))] } : {}) });
     sides.push({ root, db, ...(ENGINE === 'postgres' ? { dbName } : {}), server });
   }
   // A warm-up run per side (not counted): the first seconds under load are the JIT's, not the steady state's.
-  for (const side of sides) await runAutocannon({ url: `${side.server.info.url}/v1/chat/completions`, connections: 32, seconds: 3, method: 'POST', headers: { authorization: 'Bearer tok_bench', 'content-type': 'application/json', 'idempotency-key': 'warm-[<id>]' }, body: BODY, idReplacement: true });
+  for (const side of sides) await runAutocannon({ url: `${side.server.info.url}${PATH}`, connections: 32, seconds: 3, method: 'POST', headers: { authorization: 'Bearer tok_bench', 'content-type': 'application/json', 'idempotency-key': 'warm-[<id>]' }, body: BODY, idReplacement: true });
   const perSide: number[][] = sides.map(() => []);
   for (let r = 0; r < ROUNDS; r++) {
     const order = sides.map((_, i) => (i + r) % sides.length);
@@ -69,7 +75,7 @@ try {
       const idlePerSecond = (idleUse.processMs + idleUse.databaseMs) / ((performance.now() - idleStarted) / 1000);
       const meter = await cpuMeter([side.server.child.pid!], side.dbName);
       const t0 = performance.now();
-      const s = await runAutocannon({ url: `${side.server.info.url}/v1/chat/completions`, connections: CONNECTIONS, seconds: SECONDS, method: 'POST', headers: { authorization: 'Bearer tok_bench', 'content-type': 'application/json', 'idempotency-key': `cpu-${r}-[<id>]` }, body: BODY, idReplacement: true });
+      const s = await runAutocannon({ url: `${side.server.info.url}${PATH}`, connections: CONNECTIONS, seconds: SECONDS, method: 'POST', headers: { authorization: 'Bearer tok_bench', 'content-type': 'application/json', 'idempotency-key': `cpu-${r}-[<id>]` }, body: BODY, idReplacement: true });
       const use = await meter.stop();
       const pr = perRequest(use, s.ops)!;
       const marginal = Math.round(((use.processMs + use.databaseMs - idlePerSecond * ((performance.now() - t0) / 1000)) / s.ops) * 1e4) / 1e4;
