@@ -99,6 +99,15 @@ for (const db of TEST_DATABASES) {
       }
       throw new Error('condition never held');
     }
+    /** A streamed chat request with this test's key, by plain fetch (the SSE as sent). */
+    const postStream = (): Promise<Response> =>
+      fetch(`${baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify({ model: 'chat', messages, stream: true }),
+      });
+    /** The SSE events of a body (comments dropped), without their ids. */
+    const sseEvents = (text: string): string[] => text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':')).map(withoutId);
     /** Reads a whole stream's text; chunk texts in order. */
     async function collect(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>): Promise<{ text: string; chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] }> {
       const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
@@ -235,17 +244,12 @@ for (const db of TEST_DATABASES) {
 
     it('a connection cut mid-stream: event: error, no [DONE], the attempt unknown and the job blocks (409 attempt_in_doubt on retry)', async () => {
       primaryFake.script([{ chunks: ['cut ', 'short ', 'here'], streamCut: { afterChunks: 2 } }]);
-      const base = baseURL.replace(/\/v1$/, '');
-      const res = await fetch(`${base}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'idempotency-key': key },
-        body: JSON.stringify({ model: 'chat', messages, stream: true }),
-      });
+      const res = await postStream();
       expect(res.status).toBe(200);
       const text = await res.text();
       expect(text).toContain('"content":"cut "');
       expect(text).not.toContain('[DONE]');
-      const events = text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':')).map(withoutId);
+      const events = sseEvents(text);
       const last = events.at(-1)!;
       expect(last.startsWith('event: error\ndata: ')).toBe(true);
       const data = JSON.parse(last.slice('event: error\ndata: '.length)) as { error: { code: string; message: string; job_id: string } };
@@ -311,12 +315,7 @@ for (const db of TEST_DATABASES) {
       primaryFake.script([{ chunks: ['Never ', 'the ', 'result.'], streamGate: { afterChunks: 1, gate: `g-${key}` } }]);
       const held = holdClaims();
       try {
-        const base = baseURL.replace(/\/v1$/, '');
-        const res = await fetch(`${base}/v1/chat/completions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'idempotency-key': key },
-          body: JSON.stringify({ model: 'chat', messages, stream: true }),
-        });
+        const res = await postStream();
         expect(res.status).toBe(200);
         await held.asked;
         const job = await jobOf(key);
@@ -325,7 +324,7 @@ for (const db of TEST_DATABASES) {
         const text = await res.text();
         expect(text).toContain('"content":"Never "');
         expect(text).not.toContain('[DONE]');
-        const events = text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':')).map(withoutId);
+        const events = sseEvents(text);
         expect(events.at(-1)!.startsWith('event: error\ndata: ')).toBe(true);
         const done = await until(() => jobOf(key), (j) => j.attempts.every((a) => a.finishedAt !== null));
         expect(done.state).toBe('cancelled');
