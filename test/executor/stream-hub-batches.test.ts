@@ -30,7 +30,8 @@ for (const db of TEST_DATABASES) {
     it('a first event that is no output (the model) is written at once, and so is the first output after it; the rest waits for the slice or the end', async () => {
       const jobId = `job_batches_${db.name}_${Date.now()}`;
       let writes = 0;
-      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => (writes++, store.appendStreamBatch(row)) };
+      // Counted once stored: a read after the count sees the row.
+      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => void (await store.appendStreamBatch(row), writes++) };
       const w = new StreamHub({ sliceMs: 10_000 }).open(jobId, 'att_b', { ownerId: 'alice', attemptNumber: 1, log });
       w.push({ type: 'model', model: 'gpt-fake-2026' });
       await until('the first event written', () => writes === 1);
@@ -49,7 +50,8 @@ for (const db of TEST_DATABASES) {
     it('a first event that is output is the eager write: the next output waits for the slice', async () => {
       const jobId = `job_batches2_${db.name}_${Date.now()}`;
       let writes = 0;
-      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => (writes++, store.appendStreamBatch(row)) };
+      // Counted once stored: a read after the count sees the row.
+      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => void (await store.appendStreamBatch(row), writes++) };
       const w = new StreamHub({ sliceMs: 10_000 }).open(jobId, 'att_c', { ownerId: 'alice', attemptNumber: 1, log });
       w.push({ type: 'text', text: 'first ' });
       await until('the first event written', () => writes === 1);
@@ -63,7 +65,8 @@ for (const db of TEST_DATABASES) {
     it('a stream published before its claim stores nothing until kept, then everything so far in one write, the same numbers as relayed', async () => {
       const jobId = `job_batches3_${db.name}_${Date.now()}`;
       let writes = 0;
-      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => (writes++, store.appendStreamBatch(row)) };
+      // Counted once stored: a read after the count sees the row.
+      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => void (await store.appendStreamBatch(row), writes++) };
       const hub = new StreamHub({ sliceMs: 10_000 });
       const relayed: number[] = [];
       hub.watch(jobId, (e) => void relayed.push(e.seq));
@@ -87,7 +90,8 @@ for (const db of TEST_DATABASES) {
     it('a stream ended before it was kept is never stored', async () => {
       const jobId = `job_batches4_${db.name}_${Date.now()}`;
       let writes = 0;
-      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => (writes++, store.appendStreamBatch(row)) };
+      // Counted once stored: a read after the count sees the row.
+      const log = { appendStreamBatch: async (row: Parameters<JobStore['appendStreamBatch']>[0]) => void (await store.appendStreamBatch(row), writes++) };
       const w = new StreamHub({ sliceMs: 10_000 }).open(jobId, 'att_e', { ownerId: 'alice', attemptNumber: 1 });
       w.push({ type: 'text', text: 'lost claim' });
       w.end({ ok: false, error: { code: 'stream_not_claimed', message: 'not ours' } });
