@@ -55,9 +55,10 @@
  *   hedging at once, stored once the claim is in (no other attempt can run
  *   beside it); on a hedged route after the claim. An attempt that loses the
  *   claim is stopped and ends `superseded` (what it published ends with
- *   `stream_not_claimed`), and the owner stops its siblings here. A hedge counts to the first output. The stream ends after the
- *   outcome is recorded: with the stored result when the attempt won, else
- *   with an error (`failed`, `unknown`). A streaming attempt past its deadline
+ *   `stream_not_claimed`), and the owner stops its siblings here. A hedge
+ *   counts to the first output. The stream ends after the outcome is
+ *   recorded: with the stored result when the attempt won, else with an
+ *   error (`failed`, `unknown`). A streaming attempt past its deadline
  *   (or stalled) is `unknown` and stopped (a stream cannot be resumed).
  * - **Wake-ups.** In-process signal and PostgreSQL LISTEN/NOTIFY, with a slow
  *   poll as the fallback.
@@ -645,18 +646,13 @@ export class Executor {
         // Published from memory before the claim is in (a route without hedging); stored once it is.
         // A stream of the job already live here (an attempt started after an operator resolved this one)
         // is not replaced by one that has no claim: this attempt waits for its claim then, as a hedge does.
-        if (this.#o.streamHub.isLive(job.id)) return;
-        const writer = (io.writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number }));
-        for (const e of io.early.splice(0)) writer.push(e);
+        if (!this.#o.streamHub.isLive(job.id)) this.#openHubStream(f, false);
         return;
       }
       case 'open_stream': {
         log?.debug('job stream claimed');
         if (io.writer !== null) io.writer.keep(this.#o.store);
-        else {
-          const writer = (io.writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number, log: this.#o.store }));
-          for (const e of io.early.splice(0)) writer.push(e);
-        }
+        else this.#openHubStream(f, true);
         // Every other attempt of the job here stops: it can never win now.
         for (const other of this.#inFlight.values()) if (other !== f && other.job.id === job.id && other.job.ownerId === job.ownerId) this.#stopFlight(other, 'succeeded');
         return;
@@ -666,6 +662,14 @@ export class Executor {
         io.writer = null;
         return;
     }
+  }
+
+  /** Opens the attempt's hub stream (stored from its first event when `stored`) and flushes the deltas that came before. */
+  #openHubStream(f: InFlight, stored: boolean): void {
+    const { attempt, job } = f;
+    const io = f.io!;
+    const writer = (io.writer = this.#o.streamHub.open(job.id, attempt.id, { ownerId: job.ownerId, attemptNumber: attempt.number, ...(stored ? { log: this.#o.store } : {}) }));
+    for (const e of io.early.splice(0)) writer.push(e);
   }
 
   async #runAttempt(f: InFlight): Promise<void> {

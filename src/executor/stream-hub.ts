@@ -192,7 +192,7 @@ export class StreamHub {
       keep: (log) => {
         if (ended || batcher !== null) return;
         batcher = store(log);
-        batcher.add(...stream.events);
+        batcher.addAll(stream.events);
       },
       get ended() {
         return ended;
@@ -267,11 +267,17 @@ class StreamBatcher {
     this.#onError = onError;
   }
 
-  /** Queues events (in order) for the next write. */
-  add(...events: StreamEvent[]): void {
+  add(e: StreamEvent): void {
+    if (this.#broken) return;
+    this.#pending.push(e);
+    this.#schedule(e.type === 'end');
+  }
+
+  /** Queues the events published before the stream was kept (deltas only: a stream that ended is never kept) for one write. */
+  addAll(events: readonly StreamEvent[]): void {
     if (this.#broken || events.length === 0) return;
-    this.#pending.push(...events);
-    this.#schedule(events.some((e) => e.type === 'end'));
+    for (const e of events) this.#pending.push(e);
+    this.#schedule(false);
   }
 
   #schedule(now: boolean): void {
