@@ -1,6 +1,6 @@
 /**
  * `node --import tsx bench/cpu-chat.ts [--engine postgres|sqlite] [--seconds 5] [--rounds 4] [--connections 32]
- *   [--roots /path/a,/path/b] [--cpu-prof <dir>] [--path chat|jobs]`
+ *   [--roots /path/a,/path/b] [--cpu-prof <dir>] [--path chat|jobs] [--no-trigger <side>]`
  *
  * `--path jobs` measures `POST /v1/jobs` instead (the bench's create body,
  * no executor: what section 1's HTTP series runs).
@@ -26,7 +26,7 @@ import { resolve } from 'node:path';
 import { runAutocannon } from './lib/autocannon.ts';
 import { BENCH_DIR, ROOT_DIR, argMap, startServer, type Started } from './lib/child.ts';
 import { cpuMeter, perRequest } from './lib/cpu.ts';
-import { dropDatabase, recreateDatabase } from './lib/pg-admin.ts';
+import { adminQuery, dropDatabase, recreateDatabase } from './lib/pg-admin.ts';
 import { median } from './lib/stats.ts';
 
 const args = argMap(process.argv.slice(2));
@@ -41,6 +41,8 @@ const IDLE_MS = Number(args['idle-ms'] ?? 2000);
 const MARGINAL = args.marginal === 'true';
 const PROF = args['cpu-prof'] ? resolve(String(args['cpu-prof'])) : null;
 const JOBS = args.path === 'jobs';
+/** `--no-trigger <i>`: side i runs with `jobs_state_notify` disabled (what the job notification costs per request). */
+const NO_TRIGGER = args['no-trigger'] === undefined ? -1 : Number(args['no-trigger']);
 const MESSAGES = [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }];
 const BODY = JSON.stringify(JOBS ? { route: 'summarize', input: { messages: MESSAGES } } : { model: 'summarize', messages: MESSAGES });
 const PATH = JOBS ? '/v1/jobs' : '/v1/chat/completions';
@@ -56,6 +58,7 @@ try {
     const server = await startServer<{ url: string; pid: number }>(resolve(root, 'bench', 'workers', 'onejob-server.ts'),
       ['--db', db, '--provider-url', fake.info.url, ...(JOBS ? [] : ['--executor']), '--pool', '10'], {},
       { cwd: root, ...(PROF ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', resolve(PROF, String(i))] } : {}) });
+    if (i === NO_TRIGGER && ENGINE === 'postgres') await adminQuery('ALTER TABLE jobs DISABLE TRIGGER jobs_state_notify', db);
     sides.push({ root, db, ...(ENGINE === 'postgres' ? { dbName } : {}), server });
   }
   // A warm-up run per side (not counted): the first seconds under load are the JIT's, not the steady state's.

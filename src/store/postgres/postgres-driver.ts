@@ -15,6 +15,8 @@
  * - Wake-ups use `LISTEN/NOTIFY` on one dedicated connection
  *   (`notification-listener.ts`): `onejob_work` (new work), `onejob_job` (a
  *   job's state changed, migration 0008) and `onejob_stream`.
+ * - The hot tables are analyzed while young (`young-tables.ts`), so that no
+ *   prepared statement keeps a generic plan made on an empty table.
  * - Connection failures become `OnejobError('database_unavailable')`
  *   (`pg-errors.ts`); every other database error (constraints included)
  *   propagates as is.
@@ -35,6 +37,7 @@ import { describeTarget, isConnectionError, isRetryableTransactionError, mapData
 import { queriesOn } from './queries-on.ts';
 import type { Queryable } from './queryable.ts';
 import { STREAM_CHANNEL } from './stream-queries.ts';
+import { YoungTableStatistics } from './young-tables.ts';
 
 export { JOB_CHANNEL, WORK_CHANNEL } from './notification-listener.ts';
 export { MIGRATION_LOCK_KEY } from './migrator.ts';
@@ -91,6 +94,14 @@ export interface PostgresDriverOptions {
    * (measurements only: docs/performance.md §10).
    */
   readonly batchSettles?: boolean | undefined;
+  /**
+   * Analyze the hot tables while they are young (`young-tables.ts`): after
+   * writes, at most once a second, `ANALYZE` each that grew by as many rows
+   * as it held when last analyzed, up to a million rows, so that no prepared
+   * statement keeps a plan made on an empty table. Default true; false
+   * leaves statistics to autovacuum (measurements only: docs/performance.md §15).
+   */
+  readonly analyzeYoungTables?: boolean | undefined;
   /** How many times a transaction runs at most when it hits a deadlock or serialization failure. Default 3. */
   readonly maxTransactionAttempts?: number | undefined;
   /** The folder holding `postgres/NNNN_name.sql`. Default: the package's `migrations/`. */
@@ -144,6 +155,7 @@ export class PostgresDriver implements Driver {
   readonly #maxWaiting: number;
   /** Backend process ids of this pool's connections (see {@link onJobNotification}). */
   readonly #ownBackends = new Set<number>();
+  readonly #young: YoungTableStatistics | null;
   #closed: Promise<void> | null = null;
 
   constructor(options: PostgresDriverOptions) {
@@ -185,7 +197,7 @@ export class PostgresDriver implements Driver {
     const autocommit = this.#mapped(this.#pool);
     this.insights = insightQueriesOn(autocommit);
     const pipelines = Math.min(options.jobInsertPipelines ?? 2, options.max ?? 10);
-    this.queries = pipelines <= 0
+    const queries = pipelines <= 0
       ? queriesOn(autocommit)
       : batchedQueries(queriesOn(autocommit), {
         lanes: postgresLanes(autocommit, { pipelines, batchSettles: options.batchSettles !== false }),
@@ -194,6 +206,8 @@ export class PostgresDriver implements Driver {
         failsAll: (e) => isConnectionError(e) || e instanceof OnejobError,
         refusal: (queued) => new OnejobError('unavailable', `${queued} calls are already waiting for the database ${this.#target}`),
       });
+    this.#young = options.analyzeYoungTables === false ? null : new YoungTableStatistics(autocommit, onBackgroundError);
+    this.queries = this.#young ? countingCreates(queries, this.#young) : queries;
   }
 
   /** See {@link unavailableError}. */
@@ -397,11 +411,23 @@ export class PostgresDriver implements Driver {
   /** Closes the LISTEN connection and the pool. Idempotent. */
   close(): Promise<void> {
     this.#closed ??= (async () => {
+      await this.#young?.settled();
       await this.#listener.stop();
       await this.#pool.end();
     })();
     return this.#closed;
   }
+}
+
+/** `queries` with every job insert told to `young` (each create writes a job row, and on the fast path its attempt). */
+function countingCreates(queries: DriverQueries, young: YoungTableStatistics): DriverQueries {
+  const { jobInsert, jobInsertLeased, jobInsertKeyless } = queries;
+  return {
+    ...queries,
+    jobInsert: (row) => (young.noteWrite(), jobInsert(row)),
+    jobInsertLeased: (row, attempt) => (young.noteWrite(), jobInsertLeased(row, attempt)),
+    jobInsertKeyless: (row) => (young.noteWrite(), jobInsertKeyless(row)),
+  };
 }
 
 /**
