@@ -1,7 +1,7 @@
 /**
  * One trace per intent (docs/tracing.md), written against `@opentelemetry/api`
- * only: without an SDK registered (tracing off, the default) every call here
- * is the API's no-op and costs next to nothing.
+ * only: without an SDK registered (tracing off, the default) every wrapper
+ * here calls straight through ({@link tracingOn}).
  *
  * - {@link tracedCreateJob}: the create span (child of an incoming
  *   `traceparent`); its context is kept on the new job row; a duplicate
@@ -13,7 +13,7 @@
  * - {@link tracedStore}: the completion compare-and-swap, with whether it won.
  */
 import {
-  ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace,
+  ProxyTracerProvider, ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace,
   type Context, type Span, type SpanOptions, type TextMapGetter,
 } from '@opentelemetry/api';
 import type { Provider, ProviderOutcome, ProviderRequest } from '../providers/provider.ts';
@@ -23,6 +23,33 @@ import type { ClaimedAttempt, CreateJobParams, CreateJobResult, Store } from '..
 export const TRACER_NAME = 'onejob';
 
 const tracer = () => trace.getTracer(TRACER_NAME);
+
+/** What the API's global provider delegates to while no SDK is registered (its no-op provider). */
+const NO_SDK = new ProxyTracerProvider().getDelegate();
+
+/**
+ * Whether an SDK is registered (`otel-sdk.ts`, or an application's own):
+ * asked on every call, so one registered later is used from then on. With
+ * none, every span here would be the API's no-op and no context could be
+ * propagated (no propagator either), so the wrappers below call straight
+ * through: no span objects, no context switches, no bound functions per call.
+ */
+export function tracingOn(): boolean {
+  const provider = trace.getTracerProvider();
+  return !(provider instanceof ProxyTracerProvider) || provider.getDelegate() !== NO_SDK;
+}
+
+/** `target`'s methods bound to it, each bound once (a Proxy's `get` would otherwise bind on every access). */
+function boundOnce<T extends object>(target: T): (key: string | symbol) => unknown {
+  const bound = new Map<string | symbol, unknown>();
+  return (key) => {
+    const value: unknown = Reflect.get(target, key, target);
+    if (typeof value !== 'function') return value;
+    let b = bound.get(key) as { fn: unknown; of: unknown } | undefined;
+    if (b === undefined || b.of !== value) bound.set(key, (b = { fn: (value as (...a: unknown[]) => unknown).bind(target), of: value }));
+    return b.fn;
+  };
+}
 
 /** Header getter over Node's incoming headers (values may be arrays). */
 const headerGetter: TextMapGetter<Readonly<Record<string, string | string[] | undefined>>> = {
@@ -82,6 +109,7 @@ export async function tracedCreateJob(
   headers: Readonly<Record<string, string | string[] | undefined>>,
   params: CreateJobParams,
 ): Promise<CreateJobResult> {
+  if (!tracingOn()) return store.createJob(params);
   const incoming = propagation.extract(ROOT_CONTEXT, headers, headerGetter);
   const startTime = Date.now();
   const attributes = { 'onejob.owner': params.ownerId, 'onejob.route': params.route, 'onejob.idempotency_key': params.idempotencyKey };
@@ -120,6 +148,7 @@ export async function tracedCreateJob(
  * trace), or a root span for a job created untraced.
  */
 export function withAttemptSpan<T>(claimed: ClaimedAttempt, executorId: string, fn: () => Promise<T>): Promise<T> {
+  if (!tracingOn()) return fn();
   const { attempt, job } = claimed;
   return inSpan(
     'onejob.attempt',
@@ -152,7 +181,7 @@ function outcomeAttributes(span: Span, outcome: ProviderOutcome): void {
 export function tracedProvider(provider: Provider): Provider {
   const traced = (method: 'call' | 'stream') =>
     (request: ProviderRequest, ...rest: unknown[]): Promise<ProviderOutcome> =>
-      inSpan(
+      !tracingOn() ? (provider[method] as (r: ProviderRequest, ...x: unknown[]) => Promise<ProviderOutcome>).call(provider, request, ...rest) : inSpan(
         'onejob.provider.call',
         {
           kind: SpanKind.CLIENT,
@@ -168,11 +197,11 @@ export function tracedProvider(provider: Provider): Provider {
           return outcome;
         },
       );
+  const methods = { call: traced('call'), stream: traced('stream') };
+  const other = boundOnce(provider);
   return new Proxy(provider, {
-    get(target, key) {
-      if (key === 'call' || key === 'stream') return traced(key);
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    get(_target, key) {
+      return key === 'call' || key === 'stream' ? methods[key] : other(key);
     },
   });
 }
@@ -185,6 +214,7 @@ export function tracedProvider(provider: Provider): Provider {
  */
 export function tracedStore(store: Store): Store {
   const settleAttempt: Store['settleAttempt'] = (params) => {
+    if (!tracingOn()) return store.settleAttempt(params);
     const active = trace.getSpan(context.active()) !== undefined;
     const span = tracer().startSpan('onejob.job.complete', {
       kind: SpanKind.INTERNAL,
@@ -205,11 +235,10 @@ export function tracedStore(store: Store): Store {
       },
     );
   };
+  const other = boundOnce(store);
   return new Proxy(store, {
-    get(target, key) {
-      if (key === 'settleAttempt') return settleAttempt;
-      const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    get(_target, key) {
+      return key === 'settleAttempt' ? settleAttempt : other(key);
     },
   });
 }
