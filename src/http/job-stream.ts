@@ -332,7 +332,9 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
         return;
       }
       const failure = failureOf(j, why);
-      if (stream === null) write(`event: error\ndata: ${JSON.stringify({ error: { ...failure, job_id: j.id } })}\n\n`);
+      // No attempt's stream began (only keep-alives went out): the protocol's own error event, outside any numbered stream
+      // (a Responses client still reads `type` and `sequence_number`, an Anthropic one its `error` event).
+      if (stream === null) write(newEncoder().error(failure).join(''));
       else emit(stream.enc.error(failure));
       end();
     };

@@ -152,6 +152,8 @@ for (const db of TEST_DATABASES) {
       const job = await create('deleted-meanwhile');
       await waitForJob(store, job.id, (j) => j.attempts[0]?.state === 'unknown');
       await store.cancelJob(OWNER, job.id);
+      // "Older than 0 ms" is strictly before now: a delete in the cancel's own millisecond finds nothing to delete.
+      await new Promise((r) => setTimeout(r, 5));
       expect((await store.deleteFinishedJobs({ olderThanMs: 0 })).jobs).toBe(1);
       const finished = new Promise((r) => e.events.once('attempt:finished', r));
       primary.release('late');

@@ -17,6 +17,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { defineConfig } from '../../src/config/config.ts';
 import type { Executor } from '../../src/executor/executor.ts';
+import { StreamHub } from '../../src/executor/stream-hub.ts';
 import { buildApp } from '../../src/http/build-app.ts';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.ts';
 import type { JobStore } from '../../src/store/job-store.ts';
@@ -37,6 +38,9 @@ for (const db of TEST_DATABASES) {
     let executor: Executor;
     let app: FastifyInstance;
     let base: string;
+    /** An API without the executor and its hub: another process. */
+    let apiOnly: FastifyInstance;
+    let apiOnlyBase: string;
     let seq = 0;
     let key: string;
 
@@ -70,9 +74,13 @@ for (const db of TEST_DATABASES) {
       const address = app.server.address();
       if (address === null || typeof address === 'string') throw new Error('no port');
       base = `http://127.0.0.1:${address.port}`;
+      apiOnly = buildApp({ store, config, waitRecheckMs: 100, chatCompletions: { maxWaitMs: 15_000, retryAfterMs: 100, keepAliveMs: 50, streamHub: new StreamHub() } });
+      await apiOnly.listen({ host: '127.0.0.1', port: 0 });
+      apiOnlyBase = `http://127.0.0.1:${(apiOnly.server.address() as { port: number }).port}`;
     });
     afterAll(async () => {
       await app?.close();
+      await apiOnly?.close();
       await runtime?.close(100);
       await Promise.all([upstream?.close(), fallbackFake?.close()]);
       await cleanup?.();
@@ -178,6 +186,29 @@ for (const db of TEST_DATABASES) {
       expect(job.attempts[0]).toMatchObject({ provider: 'steady', state: 'unknown', error: { code: 'deadline_exceeded', details: { timeout_ms: 300 } } });
       expect([200, 409]).toContain(res.status);
       await res.body?.cancel();
+    });
+
+    it.each([
+      // chat and messages open with their first content: only the error event is sent (before, /v1/messages got chat's shape)
+      ['/v1/chat/completions', { messages }, 1, { error: { code: 'attempt_in_doubt' } }],
+      ['/v1/messages', { max_tokens: 64, messages }, 1, { type: 'error', error: { type: 'api_error', code: 'attempt_in_doubt' } }],
+      // a Responses stream opens at once (response.created, response.in_progress), every event numbered in order
+      ['/v1/responses', { input: 'Tell me a long story.' }, 3, { type: 'error', sequence_number: 2, code: 'attempt_in_doubt', error: { code: 'attempt_in_doubt' } }],
+    ])('%s on an API of another process: a job that went unknown before any output, after keep-alives, ends with the protocol\'s own error event', async (path, body, count, expected) => {
+      upstream.script([{ gate: `never-${key}`, chunks: ['late'] }]);
+      // No executor and a hub of its own: no stream event ever reaches this API, only the job's change.
+      const res = await fetch(`${apiOnlyBase}${path}`, { method: 'POST', headers: headers(key), body: JSON.stringify({ model: 'steady', stream: true, ...body }) });
+      // Keep-alives (every 50 ms) committed the stream before the 300 ms deadline: the doubt can only be told inside it.
+      expect(res.status).toBe(200);
+      const events = eventsOf(await res.text());
+      expect(events).toHaveLength(count);
+      const last = events.at(-1)!;
+      expect(last.startsWith('event: error\ndata: ')).toBe(true);
+      expect(JSON.parse(last.slice('event: error\ndata: '.length))).toMatchObject(expected);
+      if (path === '/v1/responses') {
+        expect(events.map((e) => (JSON.parse(e.slice(e.indexOf('data: ') + 6)) as { sequence_number: number }).sequence_number)).toEqual([0, 1, 2]);
+      }
+      expect((await jobOf(key))!.state).toBe('unknown');
     });
 
     it('a non-streamed answer that comes after timeoutMs: the attempt is unknown with deadline_exceeded, its deadline_at shown', async () => {
