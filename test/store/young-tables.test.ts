@@ -8,7 +8,8 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JobStore } from '../../src/store/job-store.ts';
 import { createPostgresDriver } from '../../src/store/postgres/postgres-driver.ts';
-import { tablesToAnalyze, YOUNG_TABLE_RULES } from '../../src/store/postgres/young-tables.ts';
+import type { Queryable } from '../../src/store/postgres/queryable.ts';
+import { tablesToAnalyze, YOUNG_TABLE_RULES, YoungTableStatistics } from '../../src/store/postgres/young-tables.ts';
 import { createPostgresDatabase, postgresSkipReason } from '../support/postgres.ts';
 
 describe('tablesToAnalyze', () => {
@@ -35,6 +36,47 @@ describe('tablesToAnalyze', () => {
       { table: 'attempts', analyzedTuples: 2_000, modifiedSinceAnalyze: 900 },
       { table: 'job_events', analyzedTuples: 500, modifiedSinceAnalyze: 900 },
     ])).toEqual(['jobs', 'job_events']);
+  });
+});
+
+describe('YoungTableStatistics', () => {
+  /** A connection that answers the counters query with `rows` and records every statement. */
+  const fakeDb = (rows: object[]) => {
+    const sent: string[] = [];
+    const db: Queryable = {
+      query: async (config) => {
+        sent.push(config.text);
+        return { rows: config.text.startsWith('SELECT') ? rows : [] } as never;
+      },
+    };
+    return { db, sent };
+  };
+
+  it('looks once per writesBetweenLooks writes and minLookIntervalMs, analyzes what is due, and nothing after stop()', async () => {
+    const { db, sent } = fakeDb([{ table: 'jobs', analyzed_tuples: -1, modified: 900 }, { table: 'attempts', analyzed_tuples: 5_000, modified: 900 }]);
+    let now = 0;
+    const young = new YoungTableStatistics(db, (e) => { throw e; }, () => now);
+    const writes = async (n: number) => {
+      for (let i = 0; i < n; i++) young.noteWrite();
+      await new Promise((r) => setTimeout(r, 10)); // the look runs in the background
+    };
+    await writes(YOUNG_TABLE_RULES.writesBetweenLooks - 1);
+    expect(sent).toEqual([]);
+    await writes(1);
+    // The counters, then one ANALYZE of what is due (attempts, analyzed at 5,000 rows, changed by 900 only: not yet).
+    expect(sent).toHaveLength(2);
+    expect(sent[1]).toBe('ANALYZE (SKIP_LOCKED) "jobs"');
+    // Enough writes again, but within the interval: no look; after it, one.
+    await writes(YOUNG_TABLE_RULES.writesBetweenLooks);
+    expect(sent).toHaveLength(2);
+    now += YOUNG_TABLE_RULES.minLookIntervalMs;
+    await writes(1);
+    expect(sent).toHaveLength(4);
+    // Stopped (the driver closing): no look whatever is written.
+    await young.stop();
+    now += 10 * YOUNG_TABLE_RULES.minLookIntervalMs;
+    await writes(2 * YOUNG_TABLE_RULES.writesBetweenLooks);
+    expect(sent).toHaveLength(4);
   });
 });
 

@@ -411,7 +411,7 @@ export class PostgresDriver implements Driver {
   /** Closes the LISTEN connection and the pool. Idempotent. */
   close(): Promise<void> {
     this.#closed ??= (async () => {
-      await this.#young?.settled();
+      await this.#young?.stop();
       await this.#listener.stop();
       await this.#pool.end();
     })();

@@ -112,8 +112,9 @@ export class YoungTableStatistics {
     }
   }
 
-  /** The look in progress, if any (close waits for it). */
-  settled(): Promise<void> {
+  /** No look from now on (the driver is closing); resolves once the one in progress, if any, is done. */
+  stop(): Promise<void> {
+    this.#off = true;
     return this.#looking ?? Promise.resolve();
   }
 }
