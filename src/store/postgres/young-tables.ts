@@ -90,13 +90,16 @@ export class YoungTableStatistics {
     if (now - this.#lastLook < YOUNG_TABLE_RULES.minLookIntervalMs) return;
     this.#writes = 0;
     this.#lastLook = now;
-    this.#looking = this.look().finally(() => {
+    this.#looking = this.#look().finally(() => {
       this.#looking = null;
     });
   }
 
-  /** One look: the counters, then one ANALYZE of the tables that need it. Resolves when done; never rejects. */
-  async look(): Promise<void> {
+  /**
+   * One look: the counters, then one ANALYZE of the tables that need it. Resolves when done; never rejects. A role
+   * that does not own the tables gets PostgreSQL's warning and no ANALYZE (autovacuum does it later), not an error.
+   */
+  async #look(): Promise<void> {
     try {
       const { rows } = await this.#db.query<{ table: string; analyzed_tuples: number; modified: number }>({
         name: 'onejob_young_table_counters', text: COUNTERS_SQL, values: [HOT_TABLES],
@@ -106,8 +109,6 @@ export class YoungTableStatistics {
       // SKIP_LOCKED: a table autovacuum (or another process) is analyzing right now is left to it.
       await this.#db.query({ text: `ANALYZE (SKIP_LOCKED) ${due.map((t) => `"${t}"`).join(', ')}` });
     } catch (e) {
-      // Not the tables' owner (migrations ran as another role): nothing to do here but say so, once.
-      if ((e as { code?: string }).code === '42501') this.#off = true;
       this.#onError(e instanceof Error ? e : new Error(String(e)));
     }
   }
