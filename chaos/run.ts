@@ -218,7 +218,7 @@ async function main(): Promise<number> {
     // The 30 s target is a target (bounded by Patroni's ttl), not a promise of onejob's: reported, not a violation.
     const slow = failovers.filter((f) => f.recoveredMs === null || f.recoveredMs > 30_000);
     if (haFaults !== null) (merged.notes as Record<string, number>).failovers_over_30s = slow.length;
-    const text = [...formatFailoverTimes(failovers), formatReport(merged)].join('\n');
+    const text = [`seed ${seed}`, ...formatFailoverTimes(failovers), formatReport(merged)].join('\n');
     writeFileSync(join(dir, 'report.txt'), `${text}\n`);
     log(`done in ${(clock() / 1000).toFixed(0)} s; report in ${join(dir, 'report.txt')}`);
     process.stdout.write(`${text}\n`);
