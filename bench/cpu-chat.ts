@@ -1,6 +1,6 @@
 /**
  * `node --import tsx bench/cpu-chat.ts [--engine postgres|sqlite] [--seconds 5] [--rounds 4] [--connections 32]
- *   [--roots /path/a,/path/b] [--cpu-prof <dir>] [--path chat|jobs] [--no-trigger <side>]`
+ *   [--roots /path/a,/path/b] [--cpu-prof <dir>] [--path chat|jobs] [--no-trigger <side>] [--pipelines 2,1]`
  *
  * `--path jobs` measures `POST /v1/jobs` instead (the bench's create body,
  * no executor: what section 1's HTTP series runs).
@@ -16,6 +16,9 @@
  * an earlier commit with `node_modules` linked): their servers run side by
  * side, rounds interleaved and rotated, and every round prints b ÷ a, so a
  * change is judged by a ratio taken minutes apart on the same machine.
+ * `--pipelines a,b` and `--spare-after-ms a,b` give each side the PostgreSQL
+ * driver's group-commit settings (`jobInsertPipelines`, `spareBatchAfterMs`;
+ * one tree for each side when `--roots` names one).
  * `--cpu-prof <dir>` runs each server under `node --cpu-prof` (the profile is
  * written when the server exits).
  */
@@ -33,7 +36,12 @@ const args = argMap(process.argv.slice(2));
 const ENGINE = String(args.engine ?? 'postgres');
 const SECONDS = Number(args.seconds ?? 5);
 const ROUNDS = Number(args.rounds ?? 4);
-const ROOTS = String(args.roots ?? ROOT_DIR).split(',');
+/** `--pipelines a,b`, `--spare-after-ms a,b`: the group-commit settings of each side (PostgreSQL); the one root is used for each when `--roots` names one. */
+const PIPELINES = args.pipelines === undefined ? null : String(args.pipelines).split(',');
+const SPARE = args['spare-after-ms'] === undefined ? null : String(args['spare-after-ms']).split(',');
+const PER_SIDE = PIPELINES ?? SPARE;
+const ROOTS_GIVEN = String(args.roots ?? ROOT_DIR).split(',');
+const ROOTS = PER_SIDE && ROOTS_GIVEN.length === 1 ? PER_SIDE.map(() => ROOTS_GIVEN[0]!) : ROOTS_GIVEN;
 /** 32 as the bench's chat series; 1 takes the batching of many requests per event-loop turn (and so the throughput) out of the figure. */
 const CONNECTIONS = Number(args.connections ?? 32);
 /** Idle measurement before each run (ms); `--marginal true` compares the CPU above idle instead of the raw figure. */
@@ -56,7 +64,8 @@ try {
     if (ENGINE !== 'postgres') for (const s of ['', '-wal', '-shm']) rmSync(resolve(BENCH_DIR, '.scratch', `cpu-${i}.db${s}`), { force: true });
     if (PROF) mkdirSync(resolve(PROF, String(i)), { recursive: true });
     const server = await startServer<{ url: string; pid: number }>(resolve(root, 'bench', 'workers', 'onejob-server.ts'),
-      ['--db', db, '--provider-url', fake.info.url, ...(JOBS ? [] : ['--executor']), '--pool', '10'], {},
+      ['--db', db, '--provider-url', fake.info.url, ...(JOBS ? [] : ['--executor']), '--pool', '10', ...(PIPELINES?.[i] ? ['--pipelines', PIPELINES[i]!] : []),
+        ...(SPARE?.[i] ? ['--spare-after-ms', SPARE[i]!] : [])], {},
       { cwd: root, ...(PROF ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', resolve(PROF, String(i))] } : {}) });
     if (i === NO_TRIGGER && ENGINE === 'postgres') await adminQuery('ALTER TABLE jobs DISABLE TRIGGER jobs_state_notify', db);
     sides.push({ root, db, ...(ENGINE === 'postgres' ? { dbName } : {}), server });

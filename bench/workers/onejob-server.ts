@@ -68,9 +68,13 @@ const config = defineConfig({
   routes: { summarize: { providers: Object.keys(providers), hedgeAfterMs: args['hedge-ms'] ? Number(args['hedge-ms']) : null } },
 });
 
-// `--pipelines N` overrides the PostgreSQL driver's group-commit setting (experiments only).
-const store = args.pipelines && db.startsWith('postgres')
-  ? new JobStore(await createPostgresDriver({ connectionString: db, max: args.pool ? Number(args.pool) : undefined, jobInsertPipelines: Number(args.pipelines) }))
+// `--pipelines N` and `--spare-after-ms N` override the PostgreSQL driver's group-commit settings (experiments only).
+const store = (args.pipelines || args['spare-after-ms']) && db.startsWith('postgres')
+  ? new JobStore(await createPostgresDriver({
+    connectionString: db, max: args.pool ? Number(args.pool) : undefined,
+    ...(args.pipelines ? { jobInsertPipelines: Number(args.pipelines) } : {}),
+    ...(args['spare-after-ms'] ? { spareBatchAfterMs: Number(args['spare-after-ms']) } : {}),
+  }))
   : await openStore(db, args.pool ? { poolSize: Number(args.pool) } : {});
 await store.migrate();
 // With --observe, the store's calls are counted by method (a Proxy; the product is unchanged).

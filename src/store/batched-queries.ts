@@ -43,6 +43,8 @@ export interface BatchLane {
   readonly many: (calls: readonly BatchedCall[]) => Promise<ArrayLike<unknown>>;
   /** Most batches of this lane on their way at once. */
   readonly maxInFlight: number;
+  /** Beyond the first, a batch leaves only once the newest on its way has been out this long (ms; the batcher's spares). Default: at once. */
+  readonly spareAfterMs?: number | undefined;
   /** Most calls in one batch. Default: no limit. */
   readonly maxBatch?: number | undefined;
   /**
@@ -107,6 +109,7 @@ export function batchedQueries(base: DriverQueries, options: BatchingOptions): D
       one: lane.one ?? ((c) => (base[c.method] as (...a: unknown[]) => Promise<unknown>)(...c.args)),
       shareKey: (c) => (SHARED_READS.has(c.method) ? pairKey(...(c.args as [string, string])) : undefined),
       maxInFlight: lane.maxInFlight,
+      spareAfterMs: lane.spareAfterMs,
       maxBatch: lane.maxBatch,
       maxQueued: options.maxQueued,
       failsAll: options.failsAll,

@@ -25,6 +25,13 @@
  *   (docs/performance.md §13: without it the group commit was 5–12 % slower).
  * - `whenReady` (optional) delays taking a batch until the resource is free
  *   (SQLite's transaction gate); calls arriving meanwhile join that batch.
+ * - `spareAfterMs` (optional): the batches beyond the first on their way are
+ *   spares, for a slow statement. Another batch leaves beside those on their
+ *   way only once the newest of them has been out that long; until then the
+ *   calls wait and leave together when a slot frees. Each statement written to
+ *   the database wakes a backend, and on a busy machine those wake-ups cost
+ *   more than the statement (docs/performance.md §17): one batch at a time
+ *   under steady load, a second as soon as one is slow.
  */
 
 /** A call of a batch that failed alone (the others of the batch did not). */
@@ -52,7 +59,16 @@ export interface BatcherOptions<T, R> {
   readonly refusal: (queued: number) => Error;
   /** Calls `go` once the next batch may be taken (a gate); default: at once. */
   readonly whenReady?: ((go: () => void) => void) | undefined;
+  /** A batch leaves beside others on their way only once the newest of them has been out this long (ms); default: at once. */
+  readonly spareAfterMs?: number | undefined;
+  /** The clock and timer of `spareAfterMs` (tests order by hand); default: `performance.now` and an unref'd `setTimeout`. */
+  readonly clock?: { readonly now: () => number; readonly after: (ms: number, fn: () => void) => void } | undefined;
 }
+
+const REAL_CLOCK = {
+  now: () => performance.now(),
+  after: (ms: number, fn: () => void) => void setTimeout(fn, ms).unref(),
+};
 
 interface Entry<T, R> {
   readonly call: T;
@@ -73,12 +89,20 @@ export class Batcher<T, R> {
   #inFlight = 0;
   /** A batch slot is taken and waits for `whenReady`. */
   #waitingForGate = false;
+  readonly #spareAfterMs: number | undefined;
+  readonly #clock: NonNullable<BatcherOptions<T, R>['clock']>;
+  /** When the newest batch on its way left ({@link BatcherOptions.spareAfterMs}). */
+  #lastLeftAt = 0;
+  /** A pump is scheduled for when a spare may leave. */
+  #spareTimer = false;
 
   constructor(options: BatcherOptions<T, R>) {
     this.#o = options;
     this.#maxInFlight = Math.max(1, options.maxInFlight);
     this.#maxBatch = Math.max(1, options.maxBatch ?? Number.POSITIVE_INFINITY);
     this.#maxQueued = Math.max(1, options.maxQueued);
+    this.#spareAfterMs = options.spareAfterMs;
+    this.#clock = options.clock ?? REAL_CLOCK;
   }
 
   /** Distinct calls waiting to be sent. */
@@ -105,6 +129,7 @@ export class Batcher<T, R> {
 
   #pump(): void {
     while (!this.#waitingForGate && this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
+      if (this.#inFlight > 0 && this.#spareAfterMs !== undefined && !this.#spareMayLeave()) return;
       this.#inFlight++;
       const whenReady = this.#o.whenReady;
       if (!whenReady) {
@@ -120,8 +145,23 @@ export class Batcher<T, R> {
     }
   }
 
+  /** Whether a spare batch may leave now; if not, a pump is scheduled for when it may. */
+  #spareMayLeave(): boolean {
+    const wait = this.#lastLeftAt + this.#spareAfterMs! - this.#clock.now();
+    if (wait <= 0) return true;
+    if (!this.#spareTimer) {
+      this.#spareTimer = true;
+      this.#clock.after(Math.ceil(wait), () => {
+        this.#spareTimer = false;
+        this.#pump();
+      });
+    }
+    return false;
+  }
+
   /** Sends the first `maxBatch` waiting calls (the slot is already counted in `#inFlight`). */
   #take(): void {
+    if (this.#spareAfterMs !== undefined) this.#lastLeftAt = this.#clock.now();
     const batch = this.#queue.length <= this.#maxBatch ? this.#queue : this.#queue.slice(0, this.#maxBatch);
     this.#queue = batch === this.#queue ? [] : this.#queue.slice(batch.length);
     if (this.#shared.size > 0) for (const e of batch) if (e.share !== undefined) this.#shared.delete(e.share);

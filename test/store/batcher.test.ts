@@ -194,4 +194,95 @@ describe('Batcher (the one group-commit queue)', () => {
     await expect(b).resolves.toBe('B');
     await expect(c).rejects.toThrow('a batch of 2 calls was answered 1 times');
   });
+
+  describe('spares (spareAfterMs): a second batch beside one on its way only once that one is slow', () => {
+    /** A clock the test moves; `after` timers fire when it passes them. */
+    function manualClock() {
+      let t = 0;
+      const timers: { at: number; fn: () => void }[] = [];
+      return {
+        clock: { now: () => t, after: (ms: number, fn: () => void) => void timers.push({ at: t + ms, fn }) },
+        timers,
+        advanceTo(at: number) {
+          t = at;
+          for (const timer of timers.filter((x) => x.at <= t)) {
+            timers.splice(timers.indexOf(timer), 1);
+            timer.fn();
+          }
+        },
+      };
+    }
+
+    it('holds calls while the batch on its way is young, and sends them together when it is answered', async () => {
+      const m = manualClock();
+      const { batcher, runs, answer } = harness({ maxInFlight: 2, spareAfterMs: 5, clock: m.clock });
+      const a = batcher.submit('a');
+      m.advanceTo(1);
+      const rest = ['b', 'c'].map((c) => batcher.submit(c));
+      expect(runs).toHaveLength(1);
+      expect(m.timers.map((x) => x.at)).toEqual([5]);
+      m.advanceTo(3);
+      answer(0);
+      await a;
+      await tick();
+      expect(runs.map((r) => [r.kind, r.calls])).toEqual([['one', ['a']], ['many', ['b', 'c']]]);
+      answer(1);
+      await expect(Promise.all(rest)).resolves.toEqual(['B', 'C']);
+      // The timer armed for the spare finds nothing left to send.
+      m.advanceTo(5);
+      expect(runs).toHaveLength(2);
+    });
+
+    it('sends a spare once the batch on its way has been out spareAfterMs, and no third beside them', async () => {
+      const m = manualClock();
+      const { batcher, runs, answer } = harness({ maxInFlight: 2, spareAfterMs: 5, clock: m.clock });
+      const a = batcher.submit('a');
+      m.advanceTo(2);
+      const b = batcher.submit('b');
+      m.advanceTo(4);
+      expect(runs).toHaveLength(1);
+      m.advanceTo(5);
+      expect(runs.map((r) => [r.kind, r.calls])).toEqual([['one', ['a']], ['one', ['b']]]);
+      const c = batcher.submit('c');
+      m.advanceTo(20);
+      expect(runs).toHaveLength(2);
+      answer(1);
+      await b;
+      await tick();
+      // 'a' is still out, but it has been out long enough: 'c' leaves at once beside it.
+      expect(runs.map((r) => r.calls)).toEqual([['a'], ['b'], ['c']]);
+      answer(0);
+      answer(2);
+      await expect(Promise.all([a, c])).resolves.toEqual(['A', 'C']);
+    });
+
+    it('measures from the newest batch on its way: a spare that just left holds the next one back', async () => {
+      const m = manualClock();
+      const { batcher, runs, answer } = harness({ maxInFlight: 3, spareAfterMs: 5, clock: m.clock });
+      const a = batcher.submit('a');
+      m.advanceTo(6);
+      const b = batcher.submit('b');
+      expect(runs.map((r) => r.calls)).toEqual([['a'], ['b']]);
+      m.advanceTo(8);
+      const c = batcher.submit('c');
+      expect(runs).toHaveLength(2);
+      m.advanceTo(11);
+      expect(runs.map((r) => r.calls)).toEqual([['a'], ['b'], ['c']]);
+      for (const i of [0, 1, 2]) answer(i);
+      await expect(Promise.all([a, b, c])).resolves.toEqual(['A', 'B', 'C']);
+    });
+
+    it('sends at once when nothing is on its way, however recent the last batch', async () => {
+      const m = manualClock();
+      const { batcher, runs, answer } = harness({ maxInFlight: 2, spareAfterMs: 5, clock: m.clock });
+      const a = batcher.submit('a');
+      answer(0);
+      await a;
+      const b = batcher.submit('b');
+      expect(runs.map((r) => r.calls)).toEqual([['a'], ['b']]);
+      answer(1);
+      await expect(b).resolves.toBe('B');
+      expect(m.timers).toHaveLength(0);
+    });
+  });
 });

@@ -134,13 +134,18 @@ function insertedAnswer(c: BatchedCall, row: unknown): unknown {
   return got.attempt ? { job: got.job, attempt: got.attempt } : null;
 }
 
-/** The PostgreSQL lanes over the pool `db`: `pipelines` statements of each lane on the wire at most. */
-export function postgresLanes(db: Queryable, options: { readonly pipelines: number; readonly batchSettles: boolean }): BatchLane[] {
+/**
+ * The PostgreSQL lanes over the pool `db`: `pipelines` statements of each lane on the wire at most, those beyond the first
+ * only once the newest has been out `spareAfterMs` (0: at once).
+ */
+export function postgresLanes(db: Queryable, options: { readonly pipelines: number; readonly spareAfterMs: number; readonly batchSettles: boolean }): BatchLane[] {
   const { pipelines } = options;
+  const spareAfterMs = options.spareAfterMs > 0 ? options.spareAfterMs : undefined;
   const lanes: BatchLane[] = [
     {
       methods: ['jobInsert', 'jobInsertLeased'],
       maxInFlight: pipelines,
+      spareAfterMs,
       maxBatch: 500,
       many: (calls) => jobInsertMany(db, calls as InsertCall[]),
       answer: insertedAnswer,
@@ -148,6 +153,7 @@ export function postgresLanes(db: Queryable, options: { readonly pipelines: numb
     {
       methods: ['jobGetByKey'],
       maxInFlight: pipelines,
+      spareAfterMs,
       maxBatch: 500,
       many: async (calls) => {
         const { pairs, rows } = await readPairs<JobRow>(db, JOB_GET_BY_KEYS_SQL, calls);
@@ -159,6 +165,7 @@ export function postgresLanes(db: Queryable, options: { readonly pipelines: numb
     {
       methods: ['attemptListByJob'],
       maxInFlight: pipelines,
+      spareAfterMs,
       maxBatch: 500,
       many: async (calls) => {
         const { pairs, rows } = await readPairs<AttemptRow>(db, ATTEMPT_LIST_BY_JOB_PAIRS_SQL, calls);
@@ -172,6 +179,7 @@ export function postgresLanes(db: Queryable, options: { readonly pipelines: numb
     lanes.push({
       methods: ['attemptSettleWon'],
       maxInFlight: pipelines,
+      spareAfterMs,
       maxBatch: 500,
       many: async (calls) => {
         const ps = calls.map((c) => c.args[0] as SettleWonParams);

@@ -89,6 +89,15 @@ export interface PostgresDriverOptions {
    */
   readonly jobInsertPipelines?: number | undefined;
   /**
+   * The pipelines beyond the first are spares: a lane sends a second
+   * statement beside one on the wire only once that one has been out this
+   * long (ms); meanwhile calls gather for the next batch. Every statement
+   * wakes a backend, and under steady load one batch at a time costs a fifth
+   * less CPU per chat request than two (docs/performance.md §17). Default 5;
+   * 0 sends a spare at once (the behaviour before).
+   */
+  readonly spareBatchAfterMs?: number | undefined;
+  /**
    * Group commit of the fast path's winning settles (`attemptSettleWon`) over
    * the same pipelines. Default true; false sends one statement per settle
    * (measurements only: docs/performance.md §10).
@@ -119,6 +128,8 @@ const CAPABILITIES: DriverCapabilities = {
 };
 
 const INT8_OID = 20;
+/** {@link PostgresDriverOptions.spareBatchAfterMs}'s default (ms). */
+const SPARE_BATCH_AFTER_MS = 5;
 
 /** `bigint` text → number; refuses values a double cannot hold exactly. */
 function parseInt8(text: string): number {
@@ -200,7 +211,7 @@ export class PostgresDriver implements Driver {
     const queries = pipelines <= 0
       ? queriesOn(autocommit)
       : batchedQueries(queriesOn(autocommit), {
-        lanes: postgresLanes(autocommit, { pipelines, batchSettles: options.batchSettles !== false }),
+        lanes: postgresLanes(autocommit, { pipelines, spareAfterMs: options.spareBatchAfterMs ?? SPARE_BATCH_AFTER_MS, batchSettles: options.batchSettles !== false }),
         maxQueued: options.maxQueued ?? 2_000,
         // A lost connection (or an error already mapped, such as a timeout) fails the whole batch; anything else is retried call by call.
         failsAll: (e) => isConnectionError(e) || e instanceof OnejobError,
