@@ -212,10 +212,14 @@ describe('Batcher (the one group-commit queue)', () => {
         },
       };
     }
+    /** The harness with spares after 5 ms on the manual clock `m`. */
+    function spares(maxInFlight: number) {
+      const m = manualClock();
+      return { m, ...harness({ maxInFlight, spareAfterMs: 5, clock: m.clock }) };
+    }
 
     it('holds calls while the batch on its way is young, and sends them together when it is answered', async () => {
-      const m = manualClock();
-      const { batcher, runs, answer } = harness({ maxInFlight: 2, spareAfterMs: 5, clock: m.clock });
+      const { m, batcher, runs, answer } = spares(2);
       const a = batcher.submit('a');
       m.advanceTo(1);
       const rest = ['b', 'c'].map((c) => batcher.submit(c));
@@ -234,8 +238,7 @@ describe('Batcher (the one group-commit queue)', () => {
     });
 
     it('sends a spare once the batch on its way has been out spareAfterMs, and no third beside them', async () => {
-      const m = manualClock();
-      const { batcher, runs, answer } = harness({ maxInFlight: 2, spareAfterMs: 5, clock: m.clock });
+      const { m, batcher, runs, answer } = spares(2);
       const a = batcher.submit('a');
       m.advanceTo(2);
       const b = batcher.submit('b');
@@ -257,8 +260,7 @@ describe('Batcher (the one group-commit queue)', () => {
     });
 
     it('measures from the newest batch on its way: a spare that just left holds the next one back', async () => {
-      const m = manualClock();
-      const { batcher, runs, answer } = harness({ maxInFlight: 3, spareAfterMs: 5, clock: m.clock });
+      const { m, batcher, runs, answer } = spares(3);
       const a = batcher.submit('a');
       m.advanceTo(6);
       const b = batcher.submit('b');
@@ -273,8 +275,7 @@ describe('Batcher (the one group-commit queue)', () => {
     });
 
     it('sends at once when nothing is on its way, however recent the last batch', async () => {
-      const m = manualClock();
-      const { batcher, runs, answer } = harness({ maxInFlight: 2, spareAfterMs: 5, clock: m.clock });
+      const { m, batcher, runs, answer } = spares(2);
       const a = batcher.submit('a');
       answer(0);
       await a;
