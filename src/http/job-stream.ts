@@ -15,7 +15,10 @@
  *   Encoders are deterministic, so every reader numbers the same events the
  *   same way. `Last-Event-ID` (a duplicate's; {@link StreamJobResponseOptions.cursor})
  *   skips the events up to it: the encoder still sees them (its state), the
- *   client does not.
+ *   client does not. An answer that ends before any attempt's stream began
+ *   (only keep-alives went out) numbers its error as the stream of attempt
+ *   {@link NO_ATTEMPT_STREAM} (`0-1`, …): every event has an id, and a resume
+ *   after those names no attempt's stream.
  * - Nothing is written until there is something to send: until then the
  *   caller keeps its ordinary (non-streaming) answers, status codes and
  *   problem bodies. The first byte (an event, or a `: keep-alive` comment)
@@ -80,6 +83,12 @@ export interface StreamCursor {
   readonly attemptNumber: number | null;
   readonly ordinal: number;
 }
+
+/**
+ * The attempt number in the ids of an answer that ended before any attempt's stream began: its error events are `0-1`,
+ * `0-2`, …; a cursor naming it names no attempt's stream (its client has received no output).
+ */
+export const NO_ATTEMPT_STREAM = 0;
 
 /** The SSE id of the `ordinal`-th event of attempt `attemptNumber`'s stream. @example streamEventId(1, 7) // '1-7' */
 export function streamEventId(attemptNumber: number, ordinal: number): string {
@@ -291,7 +300,7 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
     let offJob = (): void => {};
     let graceTimer: NodeJS.Timeout | undefined;
     /** The resume names an attempt's stream: its client has events of it, so its break is reported, never skipped. */
-    const resumedAttempt = cursor?.attemptNumber ?? null;
+    const resumedAttempt = cursor === null || cursor.attemptNumber === NO_ATTEMPT_STREAM ? null : cursor.attemptNumber;
     /** The job had ended (or is in doubt) when the request came: its stored stream is read once, by {@link settleFromJob}. */
     const endedAtEntry = isJobTerminal(job.state) || job.state === 'unknown';
 
@@ -331,11 +340,10 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
         resolve({ streamed: false, job: j });
         return;
       }
-      const failure = failureOf(j, why);
-      // No attempt's stream began (only keep-alives went out): the protocol's own error event, outside any numbered stream
-      // (a Responses client still reads `type` and `sequence_number`, an Anthropic one its `error` event).
-      if (stream === null) write(newEncoder().error(failure).join(''));
-      else emit(stream.enc.error(failure));
+      // No attempt's stream began (only keep-alives went out): the protocol's own error event (a Responses client reads
+      // `type` and `sequence_number`, an Anthropic one its `error` event), numbered as the stream of no attempt (CONTRACT §13).
+      const s = stream ?? openStream(NO_ATTEMPT_STREAM);
+      emit(s.enc.error(failureOf(j, why)));
       end();
     };
     const onClose = (): void => {

@@ -115,6 +115,8 @@ for (const db of TEST_DATABASES) {
     }
     /** The SSE events of a whole response body, comments left out. */
     const eventsOf = (text: string) => text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':')).map((e) => e.replace(/^id: [^\n]*\n/, '')); // CONTRACT §13: every event has an id
+    /** The SSE ids of a whole response body's events, in order (null for an event without one). */
+    const idsOf = (text: string) => text.split('\n\n').filter((e) => e.trim() !== '' && !e.startsWith(':')).map((e) => /^id: ([^\n]*)$/m.exec(e)?.[1] ?? null);
     const contentOf = (events: readonly string[]) =>
       events
         .filter((e) => e.startsWith('data: {'))
@@ -200,8 +202,12 @@ for (const db of TEST_DATABASES) {
       const res = await fetch(`${apiOnlyBase}${path}`, { method: 'POST', headers: headers(key), body: JSON.stringify({ model: 'steady', stream: true, ...body }) });
       // Keep-alives (every 50 ms) committed the stream before the 300 ms deadline: the doubt can only be told inside it.
       expect(res.status).toBe(200);
-      const events = eventsOf(await res.text());
+      const text = await res.text();
+      const events = eventsOf(text);
       expect(events).toHaveLength(count);
+      // CONTRACT §13: every event has an id; no attempt's stream began, so they are numbered as the stream of none (0)
+      // (and on /v1/responses id 0-n carries sequence_number n - 1, as every Responses stream's ids do).
+      expect(idsOf(text)).toEqual(Array.from({ length: count }, (_, i) => `0-${i + 1}`));
       const last = events.at(-1)!;
       expect(last.startsWith('event: error\ndata: ')).toBe(true);
       expect(JSON.parse(last.slice('event: error\ndata: '.length))).toMatchObject(expected);
@@ -209,6 +215,25 @@ for (const db of TEST_DATABASES) {
         expect(events.map((e) => (JSON.parse(e.slice(e.indexOf('data: ') + 6)) as { sequence_number: number }).sequence_number)).toEqual([0, 1, 2]);
       }
       expect((await jobOf(key))!.state).toBe('unknown');
+      if (path !== '/v1/chat/completions') return;
+      // Resolved by hand, then resumed after the error: the cursor 0-1 names no attempt's stream, so the resume gets the
+      // result whole, numbered as the winner's stream (a cursor read as "attempt 0" would wait for a stream that never comes).
+      const job = (await jobOf(key))!;
+      const resolved = await fetch(`${apiOnlyBase}/v1/attempts/${job.attempts[0]!.id}/resolve`, {
+        method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ state: 'succeeded', result: { content: 'settled by hand', finish_reason: 'stop', model: 'm', provider: 'p', usage: null, tool_calls: null } }),
+      });
+      expect(resolved.status).toBe(200);
+      const resumed = await fetch(`${apiOnlyBase}${path}`, {
+        method: 'POST', headers: { ...headers(key), 'last-event-id': '0-1' }, body: JSON.stringify({ model: 'steady', stream: true, ...body }),
+      });
+      expect(resumed.status).toBe(200);
+      expect(resumed.headers.get('idempotent-replayed')).toBe('true');
+      const again = await resumed.text();
+      expect(idsOf(again).every((id) => id?.startsWith('1-'))).toBe(true);
+      const content = eventsOf(again).filter((e) => e.startsWith('data: {')).map((e) => (JSON.parse(e.slice(6)) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? '').join('');
+      expect(content).toBe('settled by hand');
+      expect(eventsOf(again).at(-1)).toBe('data: [DONE]');
     });
 
     it('a non-streamed answer that comes after timeoutMs: the attempt is unknown with deadline_exceeded, its deadline_at shown', async () => {
