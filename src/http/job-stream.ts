@@ -153,6 +153,12 @@ export interface StreamJobResponseOptions {
    * `created.replayed === 'true' ? lastEventIdCursor(request) : null`.
    */
   readonly cursor?: StreamCursor | null | undefined;
+  /**
+   * A resume whose cursor lies in a stream the job has ends inside that stream (its `error` numbered after the
+   * cursor) even when every event of it so far was skipped, instead of handing back for the caller's answer: for
+   * `GET /v1/responses/{id}?stream=true`, which answers events, never a problem document.
+   */
+  readonly endInStream?: boolean | undefined;
 }
 
 /**
@@ -308,6 +314,8 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
       ? null
       : new JobStreamFollower({
           store: ctx.store, hub, ownerId, jobId: job.id, attemptNumber: resumedAttempt,
+          // A resume by position (`starting_after`) may hold the beginning of a stream that broke: it is owed that error.
+          brokenIfNoOther: cursor !== null && cursor.attemptNumber === null,
           // A job just created here has nothing stored yet: its stream comes live or is announced.
           readNow: o.start === undefined && !endedAtEntry,
           recheckMs: ctx.waitRecheckMs,
@@ -335,7 +343,7 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
     };
     /** The job ended other than in success, or the wait ended: the caller's answer, or `event: error` once committed. */
     const giveBack = (j: JobWithAttempts, why: string): void => {
-      if (!committed) {
+      if (!committed && !(o.endInStream === true && stream !== null)) {
         cleanup();
         resolve({ streamed: false, job: j });
         return;
@@ -385,7 +393,8 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
         );
         return;
       }
-      if (dataSent || resumedAttempt === e.attemptNumber) {
+      // The client has events of this stream (sent now, or before: the cursor reached into it): it ends with its error.
+      if (dataSent || resumedAttempt === e.attemptNumber || s.skipTo > 0) {
         emit(s.enc.error(e.error));
         return end();
       }

@@ -104,6 +104,13 @@ export interface JobStreamFollowerOptions {
    * {@link JobStreamFollower.skip}, the next one.
    */
   readonly attemptNumber: number | null;
+  /**
+   * With `attemptNumber` null: when no stored stream is left that did not
+   * break, follow the latest that broke (not one skipped). For a resume by
+   * position (`starting_after`), whose client may hold that stream's
+   * beginning and is owed its `error`.
+   */
+  readonly brokenIfNoOther?: boolean | undefined;
   /** Read the stored stream at once. False for a job just created here: its stream comes live or is announced. */
   readonly readNow: boolean;
   /** The re-read interval where no announcement can come (no LISTEN/NOTIFY). */
@@ -203,7 +210,9 @@ export class JobStreamFollower {
     if (this.#attempt === null) {
       // The latest stored stream that did not break (one that broke is no one's to start now).
       const broken = new Set(events.filter((e) => e.type === 'end' && !e.ok).map((e) => e.attemptNumber));
-      const candidates = [...new Set(events.map((e) => e.attemptNumber))].filter((n) => !broken.has(n) && !this.#skipped.has(n));
+      const unskipped = [...new Set(events.map((e) => e.attemptNumber))].filter((n) => !this.#skipped.has(n));
+      let candidates = unskipped.filter((n) => !broken.has(n));
+      if (candidates.length === 0 && this.#o.brokenIfNoOther === true) candidates = unskipped;
       if (candidates.length === 0) return;
       const chosen = Math.max(...candidates);
       for (const e of events) if (e.attemptNumber === chosen) this.#offer(e);

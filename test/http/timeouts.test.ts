@@ -179,6 +179,28 @@ for (const db of TEST_DATABASES) {
       expect(body.attempts[0]!.error.code).toBe('stream_stalled');
     });
 
+    it('/v1/responses: a client that lost a stream before its error and retrieves it with starting_after gets that error, numbered after its cursor', async () => {
+      upstream.script([{ chunks: ['the ', 'rest ', 'never ', 'comes'], streamGate: { afterChunks: 1, gate: `never-${key}` } }]);
+      const res = await fetch(`${base}/v1/responses`, { method: 'POST', headers: headers(key), body: JSON.stringify({ model: 'stalling', input: 'Tell me.', stream: true }) });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      const data = eventsOf(text).map((e) => JSON.parse(e.slice(e.indexOf('data: ') + 6)) as { type: string; sequence_number: number; code?: string; response?: { id: string } });
+      expect(data.at(-1)).toMatchObject({ type: 'error', code: 'stream_stalled' });
+      const ids = idsOf(text);
+      expect(ids.every((id) => id?.startsWith('1-'))).toBe(true);
+      const job = (await until(() => jobOf(key), (j) => j?.state === 'unknown'))!;
+      await until(async () => (await store.readStreamBatches(OWNER, job.id, 1, 0)).some((b) => b.events.includes('"end"')), (x) => x);
+      // The client had every event but the error; it retrieves the rest by position, on this API and on another process's.
+      const before = data.at(-2)!.sequence_number;
+      for (const at of [base, apiOnlyBase]) {
+        const again = await fetch(`${at}/v1/responses/${data[0]!.response!.id}?stream=true&starting_after=${before}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        expect(again.status).toBe(200);
+        const rest = await again.text();
+        expect(idsOf(rest)).toEqual([ids.at(-1)]);
+        expect(JSON.parse(eventsOf(rest)[0]!.slice(eventsOf(rest)[0]!.indexOf('data: ') + 6))).toMatchObject({ type: 'error', sequence_number: before + 1, code: 'stream_stalled' });
+      }
+    });
+
     it('a stream with no output within timeoutMs is unknown deadline_exceeded (the first output is what timeoutMs bounds)', async () => {
       upstream.script([{ gate: `never-${key}`, chunks: ['late'] }]);
       const res = await fetch(`${base}/v1/chat/completions`, {
@@ -215,6 +237,13 @@ for (const db of TEST_DATABASES) {
         expect(events.map((e) => (JSON.parse(e.slice(e.indexOf('data: ') + 6)) as { sequence_number: number }).sequence_number)).toEqual([0, 1, 2]);
       }
       expect((await jobOf(key))!.state).toBe('unknown');
+      if (path === '/v1/responses') {
+        // Retrieved as a stream now: the job's ending events, numbered as the stream of none, the same way.
+        const responseId = (JSON.parse(events[0]!.slice(events[0]!.indexOf('data: ') + 6)) as { response: { id: string } }).response.id;
+        const retrieved = await fetch(`${apiOnlyBase}/v1/responses/${responseId}?stream=true`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        expect(retrieved.status).toBe(200);
+        expect(idsOf(await retrieved.text())).toEqual(['0-1', '0-2', '0-3']);
+      }
       if (path !== '/v1/chat/completions') return;
       // Resolved by hand, then resumed after the error: the cursor 0-1 names no attempt's stream, so the resume gets the
       // result whole, numbered as the winner's stream (a cursor read as "attempt 0" would wait for a stream that never comes).

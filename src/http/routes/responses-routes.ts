@@ -37,7 +37,7 @@ import { bearerSecurity, createJobHeaders, errorResponses } from '../api-schemas
 import { bindLog, type AppContext } from '../app-context.ts';
 import { gatewayBodyLimit } from '../body-limits.ts';
 import { createChatJob, settleChatJob } from '../chat-job.ts';
-import { lastEventIdCursor, streamJobResponse } from '../job-stream.ts';
+import { lastEventIdCursor, NO_ATTEMPT_STREAM, streamEventId, streamJobResponse } from '../job-stream.ts';
 import { requestOwner, requestWriter } from '../request-owner.ts';
 import { writeSseHead } from '../sse.ts';
 import { DEFAULT_CHAT_RETRY_AFTER_MS, type ChatRoutesOptions } from './chat-routes.ts';
@@ -138,12 +138,16 @@ function bufferedRoute(ctx: AppContext, route: string): boolean {
 }
 
 /** Writes `events` as the whole event-stream answer (a Response that can no longer stream live). */
+/**
+ * Answers `events` as a whole SSE stream. They belong to no attempt's stream (the job ended, or the wait did, before
+ * any was found): each is numbered as the stream of none, `0-<sequence_number + 1>` (CONTRACT §13: every event has an id).
+ */
 function sendEvents(reply: FastifyReply, events: readonly ResponsesSseEvent[]): FastifyReply {
   reply.hijack();
   const headers: Record<string, string | number | string[]> = {};
   for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v as string | number | string[];
   writeSseHead(reply.raw, headers);
-  reply.raw.end(events.map(responsesSseEvent).join(''));
+  reply.raw.end(events.map((e) => `id: ${streamEventId(NO_ATTEMPT_STREAM, e.sequence_number + 1)}\n${responsesSseEvent(e)}`).join(''));
   return reply;
 }
 
@@ -272,7 +276,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       const cursor = after !== undefined ? { attemptNumber: null, ordinal: after + 1 } : lastEventIdCursor(request);
       const r = await streamJobResponse({
         ctx, request, reply, job, encoder: 'responses', responses: new ResponsesStreamEncoder(view), model: record.model, cursor,
-        buffered: bufferedRoute(ctx, job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub,
+        buffered: bufferedRoute(ctx, job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, endInStream: true,
       });
       if (r.streamed) return reply;
       return sendEvents(reply, endingEvents(new ResponsesStreamEncoder({ ...view, startingAfter: after }), r.job, maxWaitMs));
