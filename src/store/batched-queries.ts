@@ -43,7 +43,7 @@ export interface BatchLane {
   readonly many: (calls: readonly BatchedCall[]) => Promise<ArrayLike<unknown>>;
   /** Most batches of this lane on their way at once. */
   readonly maxInFlight: number;
-  /** Beyond the first, a batch leaves only once the newest on its way has been out this long (ms; the batcher's spares). Default: at once. */
+  /** Beyond the first, a batch leaves only once this long (ms) has passed since the last one left (the batcher's spares). Default: at once. */
   readonly spareAfterMs?: number | undefined;
   /** Most calls in one batch. Default: no limit. */
   readonly maxBatch?: number | undefined;

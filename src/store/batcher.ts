@@ -27,7 +27,7 @@
  *   (SQLite's transaction gate); calls arriving meanwhile join that batch.
  * - `spareAfterMs` (optional): the batches beyond the first on their way are
  *   spares, for a slow statement. Another batch leaves beside those on their
- *   way only once the newest of them has been out that long; until then the
+ *   way only once that long has passed since the last batch left; until then the
  *   calls wait and leave together when a slot frees. Each statement written to
  *   the database wakes a backend, and on a busy machine those wake-ups cost
  *   more than the statement (docs/performance.md §17): one batch at a time
@@ -59,7 +59,7 @@ export interface BatcherOptions<T, R> {
   readonly refusal: (queued: number) => Error;
   /** Calls `go` once the next batch may be taken (a gate); default: at once. */
   readonly whenReady?: ((go: () => void) => void) | undefined;
-  /** A batch leaves beside others on their way only once the newest of them has been out this long (ms); default: at once. */
+  /** A batch leaves beside others on their way only once this long (ms) has passed since the last batch left; default: at once. */
   readonly spareAfterMs?: number | undefined;
   /** The clock and timer of `spareAfterMs` (tests order by hand); default: `performance.now` and an unref'd `setTimeout`. */
   readonly clock?: { readonly now: () => number; readonly after: (ms: number, fn: () => void) => void } | undefined;
@@ -91,7 +91,7 @@ export class Batcher<T, R> {
   #waitingForGate = false;
   readonly #spareAfterMs: number | undefined;
   readonly #clock: NonNullable<BatcherOptions<T, R>['clock']>;
-  /** When the newest batch on its way left ({@link BatcherOptions.spareAfterMs}). */
+  /** When the last batch left ({@link BatcherOptions.spareAfterMs}). */
   #lastLeftAt = 0;
   /** A pump is scheduled for when a spare may leave. */
   #spareTimer = false;

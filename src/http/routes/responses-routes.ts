@@ -137,10 +137,10 @@ function bufferedRoute(ctx: AppContext, route: string): boolean {
   return schema !== undefined && schema !== null;
 }
 
-/** Writes `events` as the whole event-stream answer (a Response that can no longer stream live). */
 /**
- * Answers `events` as a whole SSE stream. They belong to no attempt's stream (the job ended, or the wait did, before
- * any was found): each is numbered as the stream of none, `0-<sequence_number + 1>` (CONTRACT §13: every event has an id).
+ * Writes `events` as the whole event-stream answer (a Response that can no longer stream live). They belong to no
+ * attempt's stream (the job ended, or the wait did, before any was found): each is numbered as the stream of none,
+ * `0-<sequence_number + 1>` (CONTRACT §13: every event has an id).
  */
 function sendEvents(reply: FastifyReply, events: readonly ResponsesSseEvent[]): FastifyReply {
   reply.hijack();

@@ -92,8 +92,8 @@ export interface PostgresDriverOptions {
    * The pipelines beyond the first are spares: a lane sends a second
    * statement beside one on the wire only once that one has been out this
    * long (ms); meanwhile calls gather for the next batch. Every statement
-   * wakes a backend, and under steady load one batch at a time costs a fifth
-   * less CPU per chat request than two (docs/performance.md §17). Default 5;
+   * wakes a backend: with spares a chat request cost about a sixth less CPU
+   * than with two pipelines at once (docs/performance.md §17). Default 5;
    * 0 sends a spare at once (the behaviour before).
    */
   readonly spareBatchAfterMs?: number | undefined;
