@@ -75,6 +75,14 @@ const ROUNDS = FULL ? 3 : 2;
 /** The chat series runs three rounds in quick mode too, so one noisy minute does not decide its ratios (issue 26). */
 const CHAT_ROUNDS = Math.max(3, ROUNDS);
 const CONCURRENCY = 32;
+/**
+ * Seconds of load each HTTP server gets once, unrecorded, before its first
+ * timed run: a fresh process's first second is JIT compilation (quick mode's
+ * 3 s runs of `POST /v1/jobs` were a fifth slower in the round that met a cold
+ * server), which pgbench, a C program, never pays. Every HTTP side gets it,
+ * the peers' too.
+ */
+const WARM_UP_SECONDS = 1;
 const STORM_N = 1000;
 const TIMEOUT_REQUESTS = FULL ? 20 : 6;
 const PEERS = { 'pg-boss': '10.4.2', 'graphile-worker': '0.17.3', '@portkey-ai/gateway': '1.15.2' } as const;
@@ -150,6 +158,7 @@ async function machine(): Promise<Record<string, unknown>> {
     loadAverageAtStart: loadavg().map((x) => round(x, 2)),
     mode: FULL ? 'full' : 'quick',
     secondsPerRun: SECONDS,
+    warmUpSecondsPerHttpServer: WARM_UP_SECONDS,
     rounds: ROUNDS,
     concurrency: CONCURRENCY,
   };
@@ -170,9 +179,9 @@ async function section1and5(url: string, sqliteUrl: string): Promise<void> {
   const sqliteServer = await startServer<{ url: string }>(W('onejob-server.ts'), ['--db', sqliteUrl]);
   const enqueue = (kind: string, db = url) => async (): Promise<RunSummary> =>
     runWorker<RunSummary>(W('enqueue-load.ts'), ['--kind', kind, '--url', db, '--concurrency', String(CONCURRENCY), '--duration', String(SECONDS * 1000)]);
-  const http = (server: Started<{ url: string }>) => async (): Promise<Counted> =>
+  const http = (server: Started<{ url: string }>, seconds = SECONDS) => async (): Promise<Counted> =>
     runAutocannon({
-      url: `${server.info.url}/v1/jobs`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST',
+      url: `${server.info.url}/v1/jobs`, connections: CONCURRENCY, seconds, method: 'POST',
       headers: { ...AUTH, 'idempotency-key': 'ac-[<id>]' }, body: CREATE_BODY, idReplacement: true,
     });
   const sides: [string, () => Promise<RunSummary>][] = [
@@ -185,6 +194,7 @@ async function section1and5(url: string, sqliteUrl: string): Promise<void> {
     ['http_create_sqlite', () => withParity('http_create_sqlite', sqliteUrl, http(sqliteServer))],
   ];
   try {
+    for (const server of [pgServer, sqliteServer]) await http(server, WARM_UP_SECONDS)();
     for (let r = 0; r < ROUNDS; r++) {
       for (const [name, run] of rotate(sides, r)) record(name, await run());
     }
@@ -258,10 +268,10 @@ async function section3(): Promise<Record<string, unknown>> {
   }
   const pkConfig = { provider: 'openai', api_key: 'sk-bench', custom_host: `${fake.info.url}/v1` };
   const directBody = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }] });
-  const sides: [string, () => Promise<RunSummary>][] = [
-    ['chat_direct', () => runAutocannon({ url: `${fake.info.url}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: { 'content-type': 'application/json' }, body: directBody })],
-    ['chat_portkey', () => runAutocannon({ url: `${portkey.info.url}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: portkeyHeaders(pkConfig), body: directBody })],
-  ];
+  const direct = (seconds: number) => () => runAutocannon({ url: `${fake.info.url}/v1/chat/completions`, connections: CONCURRENCY, seconds, method: 'POST', headers: { 'content-type': 'application/json' }, body: directBody });
+  const viaPortkey = (seconds: number) => () => runAutocannon({ url: `${portkey.info.url}/v1/chat/completions`, connections: CONCURRENCY, seconds, method: 'POST', headers: portkeyHeaders(pkConfig), body: directBody });
+  const sides: [string, () => Promise<RunSummary>][] = [['chat_direct', direct(SECONDS)], ['chat_portkey', viaPortkey(SECONDS)]];
+  const warmUps = [direct(WARM_UP_SECONDS), viaPortkey(WARM_UP_SECONDS)];
   const probe = (path: string, base: string, headers: Record<string, string>, body: string, fresh = false) => async (): Promise<Counted> =>
     runWorker<Counted>(W('latency-probe.ts'), ['--url', base, '--path', path, '--n', String(FULL ? 3000 : 400), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
   const probes: [string, () => Promise<RunSummary>][] = [
@@ -271,8 +281,9 @@ async function section3(): Promise<Record<string, unknown>> {
   for (const { suffix, db, server } of onejobs) {
     if (!server.info.chat) continue;
     const base = server.info.url;
-    const load = () => runAutocannon({ url: `${base}/v1/chat/completions`, connections: CONCURRENCY, seconds: SECONDS, method: 'POST', headers: { ...AUTH, 'idempotency-key': 'chat-[<id>]' }, body: CHAT_BODY, idReplacement: true });
-    sides.push([`chat_onejob${suffix}`, () => withParity(`chat_onejob${suffix}`, db, load, calls)]);
+    const load = (seconds = SECONDS) => () => runAutocannon({ url: `${base}/v1/chat/completions`, connections: CONCURRENCY, seconds, method: 'POST', headers: { ...AUTH, 'idempotency-key': 'chat-[<id>]' }, body: CHAT_BODY, idReplacement: true });
+    sides.push([`chat_onejob${suffix}`, () => withParity(`chat_onejob${suffix}`, db, load(), calls)]);
+    warmUps.push(load(WARM_UP_SECONDS));
     probes.push([`chat_onejob${suffix}_c1`, () => withParity(`chat_onejob${suffix}_c1`, db, probe('/v1/chat/completions', base, AUTH, CHAT_BODY, true), calls)]);
   }
   // CPU per request of every 32-connection side: its server process (and, for onejob on PostgreSQL, its database backends).
@@ -280,6 +291,7 @@ async function section3(): Promise<Record<string, unknown>> {
   for (const { suffix, db, server } of onejobs) cpuOf[`chat_onejob${suffix}`] = { pids: [server.child.pid!], ...(db.startsWith('postgres') ? { db: `${DB}_chat` } : {}) };
   const cpu: Record<string, ChatCpu[]> = {};
   try {
+    for (const warmUp of warmUps) await warmUp();
     for (let r = 0; r < CHAT_ROUNDS; r++) {
       for (const [name, run] of rotate(sides, r)) {
         const meter = cpuOf[name] ? await cpuMeter(cpuOf[name]!.pids, cpuOf[name]!.db) : null;
