@@ -1,6 +1,6 @@
 /**
  * `node --import tsx bench/cpu-chat.ts [--engine postgres|sqlite] [--seconds 5] [--rounds 4] [--connections 32]
- *   [--roots /path/a,/path/b] [--cpu-prof <dir>] [--path chat|jobs] [--no-trigger <side>] [--pipelines 2,1]`
+ *   [--roots /path/a,/path/b] [--cpu-prof <dir>] [--path chat|jobs] [--no-trigger <side>] [--pipelines 2,1] [--unix-socket <side>]`
  *
  * `--path jobs` measures `POST /v1/jobs` instead (the bench's create body,
  * no executor: what section 1's HTTP series runs).
@@ -19,6 +19,9 @@
  * `--pipelines a,b` and `--spare-after-ms a,b` give each side the PostgreSQL
  * driver's group-commit settings (`jobInsertPipelines`, `spareBatchAfterMs`;
  * one tree for each side when `--roots` names one).
+ * `--unix-socket <i>` connects side i to PostgreSQL over its Unix socket
+ * (`--socket-dir`, default `/var/run/postgresql`) instead of TCP on
+ * 127.0.0.1: what the transport costs per request.
  * `--cpu-prof <dir>` runs each server under `node --cpu-prof` (the profile is
  * written when the server exits).
  */
@@ -51,6 +54,9 @@ const PROF = args['cpu-prof'] ? resolve(String(args['cpu-prof'])) : null;
 const JOBS = args.path === 'jobs';
 /** `--no-trigger <i>`: side i runs with `jobs_state_notify` disabled (what the job notification costs per request). */
 const NO_TRIGGER = args['no-trigger'] === undefined ? -1 : Number(args['no-trigger']);
+/** `--unix-socket <i>`: side i reaches PostgreSQL over the Unix socket in `--socket-dir`. */
+const UNIX_SOCKET = args['unix-socket'] === undefined ? -1 : Number(args['unix-socket']);
+const SOCKET_DIR = String(args['socket-dir'] ?? '/var/run/postgresql');
 const MESSAGES = [{ role: 'user', content: 'Summarize: the quick brown fox jumps over the lazy dog.' }];
 const BODY = JSON.stringify(JOBS ? { route: 'summarize', input: { messages: MESSAGES } } : { model: 'summarize', messages: MESSAGES });
 const PATH = JOBS ? '/v1/jobs' : '/v1/chat/completions';
@@ -60,7 +66,8 @@ const sides: { root: string; db: string; dbName?: string; server: Started<{ url:
 try {
   for (const [i, root] of ROOTS.entries()) {
     const dbName = `onejob_bench_cpu_${i}`;
-    const db = ENGINE === 'postgres' ? await recreateDatabase(dbName) : `sqlite:${resolve(BENCH_DIR, '.scratch', `cpu-${i}.db`)}`;
+    const tcp = ENGINE === 'postgres' ? await recreateDatabase(dbName) : `sqlite:${resolve(BENCH_DIR, '.scratch', `cpu-${i}.db`)}`;
+    const db = i === UNIX_SOCKET && ENGINE === 'postgres' ? `${tcp}${tcp.includes('?') ? '&' : '?'}host=${encodeURIComponent(SOCKET_DIR)}` : tcp;
     if (ENGINE !== 'postgres') for (const s of ['', '-wal', '-shm']) rmSync(resolve(BENCH_DIR, '.scratch', `cpu-${i}.db${s}`), { force: true });
     if (PROF) mkdirSync(resolve(PROF, String(i)), { recursive: true });
     const server = await startServer<{ url: string; pid: number }>(resolve(root, 'bench', 'workers', 'onejob-server.ts'),

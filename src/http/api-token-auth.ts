@@ -6,7 +6,7 @@
  * `crypto.timingSafeEqual`, always against every configured token, so neither
  * the position of a match nor a token's length leaks through timing.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { ApiKeyGrant } from '../config/config.ts';
 import type { Principal } from './request-owner.ts';
 
@@ -14,7 +14,7 @@ import type { Principal } from './request-owner.ts';
 export type ApiTokenAuthenticator = (authorization: string | undefined) => Principal | null;
 
 function digest(token: string): Buffer {
-  return createHash('sha256').update(token, 'utf8').digest();
+  return hash('sha256', token, 'buffer');
 }
 
 /** The principal an `apiKeys` value grants: an owner name, or `{ owner, readOnly }`. */

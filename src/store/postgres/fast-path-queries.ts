@@ -178,15 +178,18 @@ SELECT ${RETURNED} FROM j JOIN a ON a.ord = j.ord`,
   },
 } as const;
 
+/** Each column of {@link JOB_RETURNED} beside its prefixed name, worked out once (not per row: the split runs per create and settle). */
+const JOB_KEYS: readonly (readonly [string, string])[] = JOB_COLUMNS.split(', ').map((c) => [c, `j_${c}`] as const);
+const ATTEMPT_KEYS: readonly (readonly [string, string])[] = ATTEMPT_COLUMNS.split(', ').map((c) => [c, `a_${c}`] as const);
+
 /** Splits a row of {@link JOB_RETURNED} into its job and its attempt (null when the row has none: a left join). */
 export function splitJobRow(r: Record<string, unknown>): { job: Job; attempt: Attempt | null } {
   const job: Record<string, unknown> = {};
+  for (const [column, key] of JOB_KEYS) job[column] = r[key];
+  if (r.a_id == null) return { job: jobFromRow(job as unknown as JobRow), attempt: null };
   const attempt: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(r)) {
-    if (k.startsWith('j_')) job[k.slice(2)] = v;
-    else if (k.startsWith('a_')) attempt[k.slice(2)] = v;
-  }
-  return { job: jobFromRow(job as unknown as JobRow), attempt: attempt.id == null ? null : attemptFromRow(attempt as unknown as AttemptRow) };
+  for (const [column, key] of ATTEMPT_KEYS) attempt[column] = r[key];
+  return { job: jobFromRow(job as unknown as JobRow), attempt: attemptFromRow(attempt as unknown as AttemptRow) };
 }
 
 /** {@link splitJobRow} of a row that has both. */
