@@ -38,6 +38,7 @@ const args = argMap(process.argv.slice(2));
 const observe = args.observe === 'true';
 // Counts every statement this process sends to PostgreSQL (pooled clients and the LISTEN one).
 const statements = new Map<string, number>();
+const statementMs = new Map<string, number>();
 if (observe) {
   const origQuery = pg.Client.prototype.query as (...a: unknown[]) => unknown;
   (pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown }).query = function (this: unknown, ...a: unknown[]) {
@@ -45,7 +46,17 @@ if (observe) {
     const key = typeof q === 'string' ? q : (q?.name ?? q?.text ?? '?');
     const label = key.replace(/\s+/g, ' ').trim().slice(0, 70);
     statements.set(label, (statements.get(label) ?? 0) + 1);
-    return origQuery.apply(this, a);
+    // The round trip of each statement, as its caller waits for it (callback or promise): summed by statement.
+    const started = performance.now();
+    const took = (): void => void statementMs.set(label, (statementMs.get(label) ?? 0) + performance.now() - started);
+    const cbAt = a.findIndex((x) => typeof x === 'function');
+    if (cbAt >= 0) {
+      const cb = a[cbAt] as (...x: unknown[]) => unknown;
+      a[cbAt] = (...x: unknown[]) => (took(), cb(...x));
+    }
+    const r = origQuery.apply(this, a);
+    if (cbAt < 0 && r && typeof (r as Promise<unknown>).then === 'function') (r as Promise<unknown>).then(took, took);
+    return r;
   } as never;
 }
 const pricing = args.pricing ? (([i, o]) => ({ inputPerMTok: Number(i), outputPerMTok: Number(o) }))(args.pricing.split(',')) : undefined;
@@ -133,6 +144,7 @@ if (observe) {
     if (req.method === 'POST') {
       loop.reset();
       statements.clear();
+      statementMs.clear();
       storeCalls.clear();
       since = performance.now();
       res.end('{}');
@@ -147,6 +159,8 @@ if (observe) {
       heapUsedBytes: process.memoryUsage().heapUsed,
       eventLoopDelayMs: { p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max), mean: ms(loop.mean) },
       statements: Object.fromEntries([...statements].sort((a, b) => b[1] - a[1])),
+      /** Mean round trip per statement (ms), as its caller waited for it. */
+      statementMeanMs: Object.fromEntries([...statements].map(([k, n]) => [k, Math.round(((statementMs.get(k) ?? 0) / n) * 1000) / 1000])),
       storeCalls: Object.fromEntries([...storeCalls].sort((a, b) => b[1] - a[1])),
     }));
   });
