@@ -18,13 +18,11 @@
  * the summary: on this kind of machine every round trip shrinks for the
  * first minute of steady traffic (the direct call from 0.7 to 0.15 ms).
  */
-import { performance } from 'node:perf_hooks';
 import { resolve } from 'node:path';
 import { rmSync } from 'node:fs';
-import { Pool } from 'undici';
-import { BENCH_DIR, argMap, startServer } from './lib/child.ts';
+import { BENCH_DIR, argMap, runWorker, startServer } from './lib/child.ts';
 import { adminQuery, dropDatabase, recreateDatabase } from './lib/pg-admin.ts';
-import { median } from './lib/stats.ts';
+import { median, type RunSummary } from './lib/stats.ts';
 
 const args = argMap(process.argv.slice(2));
 const ENGINE = String(args.engine ?? 'postgres');
@@ -38,33 +36,12 @@ const MESSAGES = [{ role: 'user', content: 'Summarize: the quick brown fox jumps
 
 interface Timed { total: number; onejob: number | null; provider: number | null }
 
-/** `n` sequential requests over one kept-alive connection: medians of the round trip and of Server-Timing's parts. */
-async function probe(url: string, body: string, headers: Record<string, string>): Promise<Timed> {
-  const pool = new Pool(url, { connections: 1, pipelining: 1 });
-  const total: number[] = [];
-  const own: number[] = [];
-  const provider: number[] = [];
-  const tag = `${process.pid}-${Date.now().toString(36)}`;
-  try {
-    for (let i = 0; i < N; i++) {
-      const started = performance.now();
-      const res = await pool.request({
-        method: 'POST', path: '/v1/chat/completions', body,
-        headers: { 'content-type': 'application/json', ...headers, 'idempotency-key': `c1-${tag}-${i}` },
-      });
-      await res.body.dump();
-      total.push(performance.now() - started);
-      if (res.statusCode !== 200) throw new Error(`${url} answered ${res.statusCode}`);
-      const timing = String(res.headers['server-timing'] ?? '');
-      const o = /onejob;dur=([\d.]+)/.exec(timing);
-      const p = /provider;dur=([\d.]+)/.exec(timing);
-      if (o) own.push(Number(o[1]));
-      if (p) provider.push(Number(p[1]));
-    }
-  } finally {
-    await pool.close();
-  }
-  return { total: median(total), onejob: own.length ? median(own) : null, provider: provider.length ? median(provider) : null };
+/** `N` sequential requests over one kept-alive connection (`bench/workers/latency-probe.ts`): medians of the round trip and of Server-Timing's parts. */
+async function probe(url: string, body: string, headers: Record<string, string>, freshKeys: boolean): Promise<Timed> {
+  const r = await runWorker<RunSummary & { serverTimingP50Ms: { onejob: number; provider: number | null } | null }>(resolve(BENCH_DIR, 'workers', 'latency-probe.ts'),
+    ['--url', url, '--n', String(N), '--warmup', '0', '--headers', JSON.stringify(headers), '--body', body, ...(freshKeys ? ['--fresh-key', 'true'] : [])]);
+  if (r.errors > 0) throw new Error(`${url}: ${r.errors} of ${N} requests were not answered 2xx`);
+  return { total: r.p50, onejob: r.serverTimingP50Ms?.onejob ?? null, provider: r.serverTimingP50Ms?.provider ?? null };
 }
 
 const round3 = (x: number | null | undefined): string => (x === null || x === undefined ? '–' : x.toFixed(3));
@@ -79,9 +56,9 @@ try {
   for (let r = 0; r < ROUNDS + WARM_ROUNDS; r++) {
     const trigger = TRIGGER_AB ? r % 2 === 0 : null;
     if (trigger !== null) await adminQuery(`ALTER TABLE jobs ${trigger ? 'ENABLE' : 'DISABLE'} TRIGGER jobs_state_notify`, db);
-    const direct = await probe(fake.info.url, JSON.stringify({ model: 'fake-model', messages: MESSAGES }), {});
+    const direct = await probe(fake.info.url, JSON.stringify({ model: 'fake-model', messages: MESSAGES }), {}, false);
     await fetch(server.info.observeUrl, { method: 'POST' });
-    const onejob = await probe(server.info.url, JSON.stringify({ model: 'summarize', messages: MESSAGES }), { authorization: 'Bearer tok_bench' });
+    const onejob = await probe(server.info.url, JSON.stringify({ model: 'summarize', messages: MESSAGES }), { authorization: 'Bearer tok_bench' }, true);
     const seen = (await (await fetch(server.info.observeUrl)).json()) as { statements: Record<string, number>; statementMeanMs: Record<string, number> };
     const perRequest = Object.fromEntries(Object.entries(seen.statements).filter(([, n]) => n >= N / 2).map(([k, n]) => [k, n / N]));
     const means = Object.fromEntries(Object.keys(perRequest).map((k) => [k, seen.statementMeanMs[k] ?? NaN]));
