@@ -9,9 +9,13 @@
  * sources'. Plain JavaScript so that it runs with no TypeScript loader.
  * The migrations stay at the package root (`migrations/`): `dist/` mirrors
  * the depth of `src/`, so `src/store/migration-files.ts` finds them from both.
+ * Every entry point of package.json "exports" is a folder of `src/` with an
+ * `index.ts` (`client`, `react`, `testing`, and the durable-engine helpers
+ * `dbos`, `restate`, `temporal`, `ai-sdk`, whose engines are optional peer
+ * dependencies); the check after the build fails when one was not emitted.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,4 +46,14 @@ function copyAssets(dir) {
   }
 }
 copyAssets(src);
+
+// Each export of package.json must exist in dist/ (an entry point added to "exports" but not to src/, or renamed, fails here, not in a user's import).
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const missing = Object.values(pkg.exports).flatMap((target) => (typeof target === 'string' ? [target] : Object.values(target)))
+  .filter((file) => file.startsWith('./dist/') && !existsSync(join(root, file)));
+if (missing.length > 0) {
+  console.error(`build: package.json "exports" names files the build did not emit: ${missing.join(', ')}`);
+  rmSync(dist, { recursive: true, force: true });
+  process.exit(1);
+}
 writeFileSync(join(dist, '.build-stamp'), `${new Date().toISOString()}\n`);

@@ -47,7 +47,7 @@ export interface OnejobClientErrorOptions {
  * catch (e) { if (isOnejobClientError(e, 'attempt_in_doubt')) showResolveButton(e.jobId) }
  */
 export class OnejobClientError extends Error {
-  override readonly name = 'OnejobClientError';
+  override readonly name: string = 'OnejobClientError';
   /** The problem's `code` (a server code of CONTRACT §3) or a {@link ClientErrorCode}. */
   readonly code: string;
   readonly status: number | null;

@@ -25,3 +25,7 @@ export { IntentSession, intentStatusOf, intentStorageKey } from './intent-sessio
 export type { IntentSessionOptions, IntentSnapshot, IntentStatus, IntentStorage } from './intent-session.ts';
 export { TOOL_CALL_META, callToolOnce, jobOfToolCall, toolCallInfo } from './tool-call.ts';
 export type { CallToolOnceOptions, ToolCallInfo, ToolCallOutcome, ToolCallParams, ToolCaller, ToolResult } from './tool-call.ts';
+export { MAX_STEP_KEY_LENGTH, STEP_KEY_PREFIX, stepKey } from './step-key.ts';
+export type { StepKeyPart } from './step-key.ts';
+export { OnejobInDoubtError, isOnejobInDoubtError, stepChat, stepJob } from './step-call.ts';
+export type { StepCallOptions } from './step-call.ts';
