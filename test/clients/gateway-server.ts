@@ -38,6 +38,8 @@ export interface Gateway {
 export interface StartGatewayOptions {
   /** How long a gateway request waits for its job before `409 attempt_in_flight`. Default 5000. */
   readonly chatMaxWaitMs?: number;
+  /** The providers' `timeoutMs` (past it, an attempt is `unknown`). Default 5000. */
+  readonly providerTimeoutMs?: number;
 }
 
 /**
@@ -48,11 +50,12 @@ export interface StartGatewayOptions {
 export async function startGateway(db: TestDatabase, options: StartGatewayOptions = {}): Promise<Gateway> {
   const { store, cleanup } = await createTestStore(db);
   const [openaiFake, anthropicFake] = await Promise.all([startFakeProvider(), startFakeProvider()]);
+  const timeoutMs = options.providerTimeoutMs ?? 5_000;
   const config = defineConfig({
     apiKeys: { [TOKEN]: OWNER, [TOKEN_BOB]: 'bob' },
     providers: {
-      gpt: { type: 'openai', baseUrl: `${openaiFake.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs: 5_000 },
-      claude: { type: 'anthropic', baseUrl: anthropicFake.url, apiKey: 'k', model: 'claude-fake', timeoutMs: 5_000 },
+      gpt: { type: 'openai', baseUrl: `${openaiFake.url}/v1`, apiKey: 'k', model: 'gpt-fake', timeoutMs },
+      claude: { type: 'anthropic', baseUrl: anthropicFake.url, apiKey: 'k', model: 'claude-fake', timeoutMs },
     },
     routes: {
       gpt: { providers: ['gpt'] },
