@@ -10,6 +10,14 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { OnejobClient, OnejobInDoubtError, isOnejobClientError, isOnejobInDoubtError, stepChat, stepJob, stepKey } from '../../src/client/index.ts';
 import { TEST_DATABASES } from '../support/databases.ts';
 import { TOKEN, startGateway, type Gateway } from '../clients/gateway-server.ts';
+import { dbosChat } from '../../src/dbos/index.ts';
+import { inDoubtOf, restateChat, restateStepKey } from '../../src/restate/index.ts';
+import type { Context as RestateContext } from '@restatedev/restate-sdk';
+
+/** The two members of a Restate context the helpers use; `run` runs the action as the SDK would on a first execution. */
+function fakeRestateContext(invocationId: string): RestateContext {
+  return { request: () => ({ id: invocationId }), run: (_name: string, action: () => Promise<unknown>) => action() } as unknown as RestateContext;
+}
 
 const messages = [{ role: 'user' as const, content: 'plan the trip' }];
 
@@ -87,6 +95,19 @@ for (const db of TEST_DATABASES) {
       expect(gateway.anthropicFake.calls).toHaveLength(1);
     });
 
+    it('restateChat: a call in doubt ends its ctx.run with a TerminalError carrying the job and key (inDoubtOf reads them)', async () => {
+      gateway.openaiFake.setDefault({ hang: true });
+      const ctx = fakeRestateContext(`inv_doubt_${db.name}`);
+      const error = await restateChat(ctx, onejob, { model: 'gpt', messages }, { inDoubtWaitMs: 0 }).catch((e: unknown) => e);
+      expect((error as Error).name).toBe('TerminalError');
+      expect((error as { code?: number }).code).toBe(409);
+      const doubt = inDoubtOf(error);
+      expect(doubt?.jobId).toMatch(/^job_/);
+      expect(doubt?.idempotencyKey).toBe(`step:restate:inv_doubt_${db.name}:0`);
+      expect(inDoubtOf(new Error('other'))).toBeNull();
+      expect(gateway.openaiFake.calls).toHaveLength(1);
+    });
+
     it('stepJob: a job in doubt raises OnejobInDoubtError with its id; a failed job throws job_failed', async () => {
       gateway.openaiFake.setDefault({ hang: true });
       const key = stepKey('test', `job-doubt-${db.name}`, 1);
@@ -101,3 +122,17 @@ for (const db of TEST_DATABASES) {
     });
   });
 }
+
+describe('the engines\' keys outside their engines', () => {
+  it('restateStepKey counts the calls of one handler execution from 0, and a new execution (a retry) counts again from 0', () => {
+    const first = fakeRestateContext('inv_1');
+    expect([restateStepKey(first), restateStepKey(first), restateStepKey(first, 'tool')]).toEqual(['step:restate:inv_1:0', 'step:restate:inv_1:1', 'step:restate:inv_1:2:tool']);
+    const retry = fakeRestateContext('inv_1');
+    expect(restateStepKey(retry)).toBe('step:restate:inv_1:0');
+  });
+
+  it('dbosChat outside a DBOS step says where to call it', async () => {
+    const onejob = new OnejobClient({ baseUrl: 'http://127.0.0.1:9', token: TOKEN });
+    expect(() => dbosChat(onejob, { model: 'gpt', messages })).toThrow(/inside a DBOS step/);
+  });
+});
