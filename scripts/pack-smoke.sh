@@ -46,7 +46,9 @@ listing="$work/contents.txt"
 tar -tzf "$work/$tarball" > "$listing"
 for want in package/package.json package/README.md package/bin/onejob package/dist/index.js package/dist/index.d.ts \
   package/dist/cli/main.js package/dist/testing/index.js package/dist/testing/index.d.ts \
-  package/dist/store/sqlite/sqlite-worker.mjs package/deploy/haproxy.cfg; do
+  package/dist/store/sqlite/sqlite-worker.mjs package/deploy/haproxy.cfg package/dist/client/index.js \
+  package/dist/dbos/index.js package/dist/restate/index.js package/dist/temporal/index.js package/dist/ai-sdk/index.js \
+  package/dist/dbos/index.d.ts package/dist/ai-sdk/index.d.ts; do
   grep -qx "$want" "$listing" || fail "the tarball lacks $want"
 done
 grep -q '^package/migrations/sqlite/0001_.*\.sql$' "$listing" || fail "the tarball lacks the SQLite migrations"
@@ -139,6 +141,25 @@ console.log('imports ok');
 JS
 node check.mjs > "$work/mjs.log" 2>&1 || { cat "$work/mjs.log" >&2; fail "import from 'onejob' in an .mjs file"; }
 step "import { … } from 'onejob' and 'onejob/testing' work from .mjs (store migrated, fake provider started)"
+
+# The durable-engine entry points: their engines are optional peers, none installed here. onejob/client's
+# stepKey needs none; onejob/ai-sdk imports only ai's types, so it loads without ai; onejob/dbos needs its
+# engine and says which package is missing.
+cat > engines.mjs <<'JS'
+import { stepKey } from 'onejob/client';
+import { onejobStepKeys } from 'onejob/ai-sdk';
+if (stepKey('dbos', 'wf-1', 2) !== 'step:dbos:wf-1:2') throw new Error(`stepKey gave ${stepKey('dbos', 'wf-1', 2)}`);
+if (typeof onejobStepKeys({ identity: 'run-1' }).transformParams !== 'function') throw new Error('onejobStepKeys is not a middleware');
+try {
+  await import('onejob/dbos');
+  throw new Error('onejob/dbos loaded without @dbos-inc/dbos-sdk installed');
+} catch (e) {
+  if (!String(e?.message).includes('@dbos-inc/dbos-sdk')) throw e;
+}
+console.log('engines ok');
+JS
+node engines.mjs > "$work/engines.log" 2>&1 || { cat "$work/engines.log" >&2; fail "the durable-engine entry points (onejob/client stepKey, onejob/ai-sdk, onejob/dbos without its peer)"; }
+step "onejob/client's stepKey and onejob/ai-sdk load with no engine installed; onejob/dbos names its missing peer"
 
 # --- 3. a TypeScript consumer ------------------------------------------------------------
 cat > tsconfig.json <<'JSON'
