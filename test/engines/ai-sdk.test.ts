@@ -29,7 +29,7 @@ function stepOf(call: FakeCall): 1 | 2 | 3 {
   return text.includes('weather-of-Rome') ? 3 : text.includes('weather-of-Paris') ? 2 : 1;
 }
 
-describe.skipIf(postgres.skip !== null)('AI SDK agent loop killed -9 in step 2 and run again by a supervisor', () => {
+describe.skipIf(postgres.skip !== null)('AI SDK agent loop killed -9 in step 2 and run again by a supervisor', { timeout: 150_000 }, () => {
   let gateway: Gateway;
   const workers: WorkerProcess[] = [];
   beforeAll(async () => {

@@ -18,7 +18,7 @@ import { startWorker, type WorkerProcess } from './support/worker-process.ts';
 const WORKER = 'test/engines/workers/dbos-worker.ts';
 const postgres = TEST_DATABASES.find((d) => d.name === 'postgres')!;
 
-describe.skipIf(postgres.skip !== null)('DBOS: a worker killed -9 between the provider and the step checkpoint', () => {
+describe.skipIf(postgres.skip !== null)('DBOS: a worker killed -9 between the provider and the step checkpoint', { timeout: 150_000 }, () => {
   let gateway: Gateway;
   let systemDb: { url: string; drop(): Promise<void> };
   const workers: WorkerProcess[] = [];

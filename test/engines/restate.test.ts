@@ -22,7 +22,7 @@ const WORKER = 'test/engines/workers/restate-worker.ts';
 const postgres = TEST_DATABASES.find((d) => d.name === 'postgres')!;
 const runtime = nodeForRestate();
 
-describe.skipIf(postgres.skip !== null || runtime.skip !== null)(`Restate: a service killed -9 between the provider and the journal (${runtime.skip ?? 'Node 22+ service'})`, () => {
+describe.skipIf(postgres.skip !== null || runtime.skip !== null)(`Restate: a service killed -9 between the provider and the journal (${runtime.skip ?? 'Node 22+ service'})`, { timeout: 150_000 }, () => {
   let gateway: Gateway;
   let restate: RestateServer;
   let port: number;

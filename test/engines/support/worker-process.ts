@@ -64,7 +64,7 @@ export function startWorker(file: string, env: Record<string, string>, options: 
   return {
     child, events, exited,
     output: () => other,
-    waitFor(name, n = 1, timeoutMs = 45_000) {
+    waitFor(name, n = 1, timeoutMs = 90_000) {
       const started = Date.now();
       return new Promise((ok, fail) => {
         const check = (): void => {
