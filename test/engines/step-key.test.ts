@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { aiSdkStepKey, onejobStepKeys } from '../../src/ai-sdk/index.ts';
 import { MAX_STEP_KEY_LENGTH, isValidIdempotencyKey, stepKey } from '../../src/client/index.ts';
 import { sha256Hex } from '../../src/client/sha256.ts';
-import { temporalStepKey, type TemporalActivityIdentity } from '../../src/temporal/index.ts';
+import { ensureApplicationFailure } from '@temporalio/common';
+import { OnejobInDoubtError, temporalStepKey, type TemporalActivityIdentity } from '../../src/temporal/index.ts';
 
 describe('stepKey', () => {
   it('writes step:<engine>:<parts> with every part percent-encoded', () => {
@@ -85,6 +86,13 @@ describe('temporalStepKey (the activity Context info shape; no Temporal server r
     expect(temporalStepKey({ activityId: 'a1', workflowExecution: undefined, activityRunId: 'r1' })).toBe('step:temporal:activity:a1:r1');
     expect(() => temporalStepKey({ activityId: 'a1', workflowExecution: undefined })).toThrow(/no activityRunId/);
     expect(() => temporalStepKey({ activityId: '', workflowExecution: { workflowId: 'w', runId: 'r' } })).toThrow(/no activityId/);
+  });
+
+  it('an OnejobInDoubtError thrown by an activity fails it with type OnejobInDoubtError (what nonRetryableErrorTypes matches)', () => {
+    // The worker turns an activity's error into an ApplicationFailure this way (@temporalio/common, a dependency of @temporalio/activity).
+    const failure = ensureApplicationFailure(new OnejobInDoubtError('job_1', 'step:temporal:w:r:1', { attemptId: 'att_1' }));
+    expect(failure.type).toBe('OnejobInDoubtError');
+    expect(failure.message).toContain('job_1');
   });
 
   it('reads Context.current().info by default, and says so outside an activity', () => {
