@@ -59,6 +59,7 @@ import { sectionStreamResume } from './stream-resume.ts';
 import { cpuMeter, perRequest } from './lib/cpu.ts';
 import { chatSpread, type ChatCpu } from './lib/chat-spread.ts';
 import { notifySeries } from './notify-commit.ts';
+import { DURABLE_PEERS, sectionDurablePeers } from './durable-peers.ts';
 
 const FULL = process.argv.includes('--full');
 const KEEP = process.argv.includes('--keep');
@@ -67,7 +68,7 @@ const ONLY = ((): Set<string> | null => {
   const i = process.argv.indexOf('--only');
   return i >= 0 ? new Set((process.argv[i + 1] ?? '').split(',').filter(Boolean)) : null;
 })();
-const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting', 'doubt', 'notify'] as const;
+const SECTIONS = ['create', 'storm', 'chat', 'stream', 'timeout', 'waiting', 'doubt', 'notify', 'durable-peers'] as const;
 /** The waiting series (about 80 s) is in the full run and `--only waiting`, not in quick mode (which stays about 6 minutes). */
 const want = (name: (typeof SECTIONS)[number]): boolean => (ONLY ? ONLY.has(name) : (name !== 'waiting' || FULL) && name !== 'notify');
 const SECONDS = FULL ? 15 : 3;
@@ -277,6 +278,9 @@ async function section3(): Promise<Record<string, unknown>> {
   const probes: [string, () => Promise<RunSummary>][] = [
     ['chat_direct_c1', probe('/v1/chat/completions', fake.info.url, { 'content-type': 'application/json' }, directBody)],
     ['chat_portkey_c1', probe('/v1/chat/completions', portkey.info.url, portkeyHeaders(pkConfig), directBody)],
+    // The floor of the floor-corrected ratio (issue 40): one durable one-row commit at one client, the drivers' own job insert.
+    ['floor_pg_commit_c1', () => runPgbench({ dbName: DB, clients: 1, seconds: SECONDS })],
+    ['floor_sqlite_commit_c1', () => runWorker<RunSummary>(W('sqlite-commit.ts'), ['--path', resolve(SCRATCH, 'bench-floor-sqlite.db'), '--seconds', String(SECONDS)])],
   ];
   for (const { suffix, db, server } of onejobs) {
     if (!server.info.chat) continue;
@@ -625,6 +629,13 @@ async function main(): Promise<void> {
   const dr = (doubt ?? {}) as Record<string, { providerExecutionsPerRequest?: number; succeededWithoutPerson?: number; requests?: number; doubtToResolutionMs?: { p50: number | null; p99: number | null } }>;
   // NOTIFY at commit (bench/notify-commit.ts): two API processes, two executors, the jobs.state trigger on and off; `--only notify`.
   const notify = want('notify') ? await attempt('notify', () => notifySeries({ seconds: FULL ? 15 : 8, rounds: FULL ? 4 : 2, connections: 128, log })) : null;
+  // D: the durable peers (issue 40, bench/durable-peers.ts): DBOS Transact, Restate, pg-boss on the same intent.
+  const durablePeers = want('durable-peers')
+    ? await attempt('durable-peers', () => sectionDurablePeers({
+      keep: KEEP, db: `${DB}_durable`, seconds: SECONDS, rounds: ROUNDS, warmUpSeconds: WARM_UP_SECONDS, concurrency: CONCURRENCY,
+      probeRequests: FULL ? 3000 : 400, log, worker: W, auth: AUTH, record, withParity,
+    }))
+    : null;
 
   const m = (n: string): RunSummary | null => med(n);
   const stormSame = m('storm_same');
@@ -652,6 +663,13 @@ async function main(): Promise<void> {
   const w = ((waiting ?? {}) as Record<string, WaitTier>)['2000+2000'] ?? null;
   const wSmall = ((waiting ?? {}) as Record<string, WaitTier>)['200+200'] ?? null;
   const spread = chatSpread(samples, chatCpu);
+  // The floor (issue 40): two one-row durable commits at one client, PostgreSQL (pgbench -c 1) and SQLite (synchronous=FULL).
+  const floorMs = {
+    postgres: m('floor_pg_commit_c1') ? round(2 * m('floor_pg_commit_c1')!.p50, 3) : null,
+    sqlite: m('floor_sqlite_commit_c1') ? round(2 * m('floor_sqlite_commit_c1')!.p50, 3) : null,
+  };
+  const beyondFloor = (added: number | null, floor: number | null): number | null => (added !== null && floor !== null && addedPortkey !== null ? ratio(added - floor, addedPortkey) : null);
+  const durable = durableFigures(m, (durablePeers ?? {}) as DurableResult);
   const ratios = {
     create_http_vs_pgbench: ratio(m('http_create_pg')?.rps, m('pgbench_insert')?.rps),
     store_vs_pgbench: ratio(m('store_create_pg')?.rps, m('pgbench_insert')?.rps),
@@ -663,6 +681,9 @@ async function main(): Promise<void> {
     chat_added_p50_vs_portkey: addedOnejob !== null && addedPortkey !== null ? ratio(addedOnejob, addedPortkey) : null,
     chat_rps_vs_portkey_sqlite: ratio(m('chat_onejob_sqlite')?.rps, m('chat_portkey')?.rps),
     chat_added_p50_vs_portkey_sqlite: addedOnejobSqlite !== null && addedPortkey !== null ? ratio(addedOnejobSqlite, addedPortkey) : null,
+    chat_added_p50_beyond_floor_vs_portkey: beyondFloor(addedOnejob, floorMs.postgres),
+    chat_added_p50_beyond_floor_vs_portkey_sqlite: beyondFloor(addedOnejobSqlite, floorMs.sqlite),
+    ...durable.ratios,
     parity_failures: parity.filter((p) => !p.ok).length,
     portkey_rps_vs_direct: ratio(m('chat_portkey')?.rps, m('chat_direct')?.rps),
     dup_storm_rows: sameRuns.length ? Math.max(...sameRuns.map((r) => r.rows)) : null,
@@ -704,8 +725,11 @@ async function main(): Promise<void> {
     startedAt: new Date(started).toISOString(),
     machine: info,
     durability: 'PostgreSQL: synchronous_commit and fsync as shown in machine.postgresSettings (defaults: on). SQLite: WAL, synchronous=FULL. Every onejob figure is a durable commit before the answer.',
-    peers: PEERS,
+    peers: { ...PEERS, ...((durablePeers as DurableResult | null)?.versions ?? {}) },
     ratios,
+    floorMs,
+    durableAddedLatencyMs: durable.addedMs,
+    durableCpuPerRequestMs: (durablePeers as DurableResult | null)?.cpuPerRequestMs ?? null,
     addedLatencyMs: { portkey_p50: addedPortkey, onejob_p50: addedOnejob, onejob_sqlite_p50: addedOnejobSqlite, portkey_p99: c1.portkey && c1.direct ? round(c1.portkey.p99 - c1.direct.p99, 3) : null, onejob_p99: c1.onejob && c1.direct ? round(c1.onejob.p99 - c1.direct.p99, 3) : null },
     ttftAddedMs: ttftAdded,
     ttftAddedMs50: ttftAdded50,
@@ -721,6 +745,7 @@ async function main(): Promise<void> {
     waiting,
     doubt,
     notify,
+    durablePeers,
     parity,
     errors,
     elapsedSeconds: round((Date.now() - started) / 1000, 1),
@@ -760,6 +785,40 @@ main().catch((e) => {
   process.stderr.write(`${e instanceof Error ? e.stack : String(e)}\n`);
   process.exit(1);
 });
+
+/** What bench/durable-peers.ts returns (the parts the ratios read). */
+interface DurableResult {
+  readonly versions?: Record<string, string>;
+  readonly cpuPerRequestMs?: Record<string, { totalMs: number | null }>;
+}
+
+/**
+ * The durable peers' ratios (issue 40): onejob's req/s at 32 connections ÷ each peer's and ÷ the best
+ * peer's; onejob's added p50 at one connection ÷ each peer's and ÷ the best (lowest) peer's; CPU per
+ * request ÷ each peer's.
+ */
+function durableFigures(m: (n: string) => RunSummary | null, d: DurableResult): { ratios: Record<string, number | null>; addedMs: Record<string, number | null> } {
+  const direct = m('durable_direct_c1');
+  const added = (side: string): number | null => {
+    const s = m(`durable_${side}_c1`);
+    return s && direct ? round(s.p50 - direct.p50, 3) : null;
+  };
+  const addedMs: Record<string, number | null> = Object.fromEntries(['onejob', ...DURABLE_PEERS].map((s) => [s, added(s)]));
+  const rps = (side: string): number | undefined => m(`durable_${side}`)?.rps;
+  const cpu = (side: string): number | undefined => d.cpuPerRequestMs?.[`durable_${side}`]?.totalMs ?? undefined;
+  const peerRps = DURABLE_PEERS.map(rps).filter((x): x is number => x !== undefined && x > 0);
+  const peerAdded = DURABLE_PEERS.map((p) => addedMs[p] ?? null).filter((x): x is number => x !== null && x > 0);
+  const ratios: Record<string, number | null> = {
+    durable_rps_vs_best_peer: peerRps.length ? ratio(rps('onejob'), Math.max(...peerRps)) : null,
+    durable_added_p50_vs_best_peer: peerAdded.length && addedMs.onejob !== null ? ratio(addedMs.onejob, Math.min(...peerAdded)) : null,
+  };
+  for (const p of DURABLE_PEERS) {
+    ratios[`durable_rps_vs_${p}`] = ratio(rps('onejob'), rps(p));
+    ratios[`durable_added_p50_vs_${p}`] = addedMs.onejob !== null && addedMs[p] !== null ? ratio(addedMs.onejob, addedMs[p]!) : null;
+    ratios[`durable_cpu_per_request_vs_${p}`] = ratio(cpu('onejob'), cpu(p));
+  }
+  return { ratios, addedMs };
+}
 
 /** The waiting series' figures of one tier (bench/workers/waiters.ts). */
 interface WaitFigures {

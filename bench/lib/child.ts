@@ -64,10 +64,13 @@ function stopper(child: ChildProcess): () => Promise<void> {
     });
 }
 
-/** Spawns `node [--import tsx] script args…` and waits for its `READY` line. */
-export async function startServer<T>(script: string, args: readonly string[], env: Record<string, string> = {}, opts: { tsx?: boolean; nodeArgs?: string[]; cwd?: string } = {}): Promise<Started<T>> {
+/**
+ * Spawns `node [--import tsx] script args…` and waits for its `READY` line;
+ * `opts.node` runs it on another Node binary (the Restate peer's service needs Node 22+).
+ */
+export async function startServer<T>(script: string, args: readonly string[], env: Record<string, string> = {}, opts: { tsx?: boolean; nodeArgs?: string[]; cwd?: string; node?: string } = {}): Promise<Started<T>> {
   const nodeArgs = [...(opts.tsx === false ? [] : TSX_IMPORT), ...(opts.nodeArgs ?? [])];
-  const child = spawn(process.execPath, [...nodeArgs, script, ...args], {
+  const child = spawn(opts.node ?? process.execPath, [...nodeArgs, script, ...args], {
     cwd: opts.cwd ?? ROOT_DIR,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

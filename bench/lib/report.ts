@@ -27,6 +27,14 @@ export interface ReportInput {
   readonly chatSpread?: Record<string, { rounds: (number | null)[]; median: number | null; min: number | null; max: number | null; spread: number | null }>;
   readonly errors: Record<string, string>;
   readonly durability: string;
+  /** The peers' versions (the queue libraries, Portkey, the durable peers). */
+  readonly peers?: Record<string, string>;
+  /** The floor of the floor-corrected ratios: two one-row durable commits at one client (ms). */
+  readonly floorMs?: { postgres: number | null; sqlite: number | null };
+  /** Added p50 at one connection over the provider direct, per durable-peers side (ms). */
+  readonly durableAddedLatencyMs?: Record<string, number | null>;
+  /** The durable-peers section's own output (bench/durable-peers.ts). */
+  readonly durablePeers?: unknown;
   /** The parity check after each onejob series (`bench/lib/parity.ts`). */
   readonly parity?: readonly { series: string; answered2xx: number; cutOff: number; rows: number; providerCalls: number | null; ok: boolean; problems: readonly string[] }[];
 }
@@ -43,6 +51,19 @@ export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readon
   chat_added_p50_vs_portkey: { op: 'max', value: 1, label: 'added p50 latency ÷ Portkey added p50 (PostgreSQL, 1 connection)' },
   chat_rps_vs_portkey_sqlite: { op: 'min', value: 2, label: 'the same req/s ratio on SQLite' },
   chat_added_p50_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same added-p50 ratio on SQLite' },
+  chat_added_p50_beyond_floor_vs_portkey: { op: 'max', value: 1, label: "(onejob's added p50 − the floor: two pgbench one-row commits at -c 1, p50) ÷ Portkey's added p50 (PostgreSQL, 1 connection; issue 40)" },
+  chat_added_p50_beyond_floor_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same on SQLite, the floor two synchronous=FULL one-row commits of the SQLite job insert at one client' },
+  durable_rps_vs_best_peer: { op: 'min', value: 5, label: 'durable intent (one keyed LLM call), req/s at 32 connections: onejob ÷ the best of DBOS, Restate, pg-boss (issue 40)' },
+  durable_added_p50_vs_best_peer: { op: 'max', value: 0.33, label: "the same intent, added p50 at 1 connection: onejob ÷ the lowest peer's" },
+  durable_rps_vs_dbos: { op: 'min', value: 5, label: 'req/s at 32 connections: onejob ÷ DBOS Transact (workflow id = key, one step)' },
+  durable_added_p50_vs_dbos: { op: 'max', value: 0.33, label: "added p50 at 1 connection: onejob ÷ DBOS's" },
+  durable_cpu_per_request_vs_dbos: { op: 'min', value: 0, label: 'CPU per request (process + PostgreSQL backends): onejob ÷ DBOS (anchor)' },
+  durable_rps_vs_restate: { op: 'min', value: 5, label: 'req/s at 32 connections: onejob ÷ Restate (ingress idempotency-key, ctx.run)' },
+  durable_added_p50_vs_restate: { op: 'max', value: 0.33, label: "added p50 at 1 connection: onejob ÷ Restate's" },
+  durable_cpu_per_request_vs_restate: { op: 'min', value: 0, label: "CPU per request: onejob (process + backends) ÷ Restate (server + service processes) (anchor)" },
+  durable_rps_vs_pgboss: { op: 'min', value: 5, label: 'req/s at 32 connections: onejob ÷ pg-boss (send singletonKey, worker completes)' },
+  durable_added_p50_vs_pgboss: { op: 'max', value: 0.33, label: "added p50 at 1 connection: onejob ÷ pg-boss's" },
+  durable_cpu_per_request_vs_pgboss: { op: 'min', value: 0, label: 'CPU per request (process + PostgreSQL backends): onejob ÷ pg-boss (anchor)' },
   chat_cpu_per_request_vs_portkey: { op: 'max', value: 1, label: 'CPU per chat request: onejob process + its PostgreSQL backends ÷ the Portkey process (32 connections, /proc utime+stime; median of the rounds\' ratios)' },
   chat_cpu_per_request_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same on SQLite (the onejob process, its SQLite worker thread included)' },
   chat_process_cpu_per_request_vs_portkey: { op: 'max', value: 1, label: 'the onejob process alone (PostgreSQL, without its backends) ÷ the Portkey process' },
@@ -107,6 +128,17 @@ const SERIES_LABELS: Record<string, string> = {
   chat_onejob_c1: 'onejob chat, 1 connection',
   chat_onejob_sqlite: 'onejob /v1/chat/completions → fake provider, SQLite',
   chat_onejob_sqlite_c1: 'onejob chat, 1 connection, SQLite',
+  floor_pg_commit_c1: 'pgbench -c 1, jobInsert SQL: one durable commit (the floor)',
+  floor_sqlite_commit_c1: 'SQLite job insert, synchronous=FULL, 1 client: one commit',
+  durable_onejob: 'durable intent: onejob chat (PostgreSQL), 32 connections',
+  durable_dbos: 'durable intent: DBOS workflow, 32 connections',
+  durable_restate: 'durable intent: Restate handler, 32 connections',
+  durable_pgboss: 'durable intent: pg-boss send + worker, 32 connections',
+  durable_direct_c1: 'durable series: fake provider direct, 1 connection',
+  durable_onejob_c1: 'durable intent: onejob, 1 connection',
+  durable_dbos_c1: 'durable intent: DBOS, 1 connection',
+  durable_restate_c1: 'durable intent: Restate, 1 connection',
+  durable_pgboss_c1: 'durable intent: pg-boss, 1 connection',
   stream_direct_c1: 'streamed, fake provider direct: time to first token',
   stream_portkey_c1: 'streamed, Portkey: time to first token',
   stream_onejob_c1: 'streamed, onejob chat: time to first token',
@@ -136,6 +168,23 @@ export function renderMarkdown(r: ReportInput): string {
   lines.push('## Ratios', '', '| ratio | value | target | meaning |', '| --- | ---: | --- | --- |');
   for (const [k, v] of Object.entries(r.ratios)) lines.push(`| \`${k}\` | ${fmt(v)} | ${verdict(k, v)} | ${TARGETS[k]?.label ?? ''} |`);
   lines.push('', `Added latency at one connection (ms, p50): Portkey ${fmt(r.addedLatencyMs.portkey_p50)}, onejob ${fmt(r.addedLatencyMs.onejob_p50)} on PostgreSQL, ${fmt(r.addedLatencyMs.onejob_sqlite_p50)} on SQLite (onejob writes a job and an attempt durably per request; Portkey writes nothing).`, '');
+  if (r.floorMs && (r.floorMs.postgres !== null || r.floorMs.sqlite !== null)) {
+    lines.push(`The floor (two one-row durable commits at one client, p50 × 2): ${fmt(r.floorMs.postgres)} ms on PostgreSQL (pgbench -c 1), ${fmt(r.floorMs.sqlite)} ms on SQLite (synchronous=FULL); \`chat_added_p50_beyond_floor_vs_portkey*\` subtract it from onejob's added p50.`, '');
+  }
+  const durable = r.durablePeers as { versions?: Record<string, string>; sides?: string[]; cpuPerRequestMs?: Record<string, { processMs: number | null; databaseMs: number | null; totalMs: number | null }>; duplicates?: Record<string, { statuses: number[]; providerCalls: number; ok: boolean }>; notes?: string[] } | null | undefined;
+  if (durable?.sides?.length) {
+    lines.push('## Durable peers: one keyed LLM call per intent, durable before and after it, a duplicate answered from the record', '');
+    lines.push(`Versions: ${Object.entries(durable.versions ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')}.`, '');
+    lines.push('| side | req/s, 32 connections | added p50 ms, 1 connection | CPU per request ms (process / database / total) | duplicate: statuses, provider calls |', '| --- | ---: | ---: | --- | --- |');
+    for (const side of durable.sides) {
+      const s = r.medians[`durable_${side}`];
+      const c = durable.cpuPerRequestMs?.[`durable_${side}`];
+      const d = durable.duplicates?.[side];
+      lines.push(`| ${side} | ${fmt(s?.rps)} | ${fmt(r.durableAddedLatencyMs?.[side])} | ${fmt(c?.processMs)} / ${fmt(c?.databaseMs)} / ${fmt(c?.totalMs)} | ${d ? `${d.statuses.join(', ')}; ${d.providerCalls} call${d.providerCalls === 1 ? '' : 's'}${d.ok ? '' : ' (**not answered from the record**)'}` : '–'} |`);
+    }
+    if (durable.notes?.length) lines.push('', ...durable.notes.map((n) => `- ${n}`));
+    lines.push('');
+  }
   lines.push('## Series (medians of the rounds)', '', '| series | ops/s | p50 ms | p90 ms | p99 ms | errors |', '| --- | ---: | ---: | ---: | ---: | ---: |');
   for (const [k, s] of Object.entries(r.medians)) {
     if (!s) continue;

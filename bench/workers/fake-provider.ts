@@ -11,7 +11,8 @@
  * served at `GET <countUrl>/` as `{"calls": n}`, so the bench's parity check
  * can compare provider executions with jobs. Calls of the other sides (the
  * direct and Portkey runs share this provider, and their stragglers can
- * arrive during a onejob run) carry no such header and are not counted.
+ * arrive during a onejob run) carry no such header and are not counted
+ * there; `all` counts every call (the durable peers' duplicate check).
  *
  * Prints `READY {"url", "countUrl"}`.
  */
@@ -25,18 +26,20 @@ const behaviour = { reply: 'ok', ...(delayMs > 0 ? { delayMs } : {}), ...(args.b
 const fake = await startFakeProvider({ host: '127.0.0.1', port: 0 });
 fake.setDefault(behaviour);
 let forgotten = 0;
+let forgottenAll = 0;
 const onejobCalls = (): number => fake.calls.filter((c) => c.jobId !== null).length;
 if (args.forget === 'true') {
   setInterval(() => {
     // Counted and cleared in one synchronous step: no call falls between.
     forgotten += onejobCalls();
+    forgottenAll += fake.calls.length;
     fake.reset();
     fake.setDefault(behaviour);
   }, 500).unref();
 }
 const counter = createServer((_req, res) => {
   res.setHeader('content-type', 'application/json');
-  res.end(JSON.stringify({ calls: forgotten + onejobCalls() }));
+  res.end(JSON.stringify({ calls: forgotten + onejobCalls(), all: forgottenAll + fake.calls.length }));
 });
 await new Promise<void>((resolve) => counter.listen(0, '127.0.0.1', resolve));
 const address = counter.address();
