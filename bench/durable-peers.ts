@@ -46,8 +46,9 @@ export interface DurablePeersBench {
   readonly rounds: number;
   readonly warmUpSeconds: number;
   readonly concurrency: number;
-  /** Requests per one-connection probe. */
+  /** Requests per one-connection probe, and the unrecorded ones before them. */
   readonly probeRequests: number;
+  readonly probeWarmup: number;
   readonly log: (msg: string) => void;
   readonly worker: (name: string) => string;
   readonly auth: Record<string, string>;
@@ -160,7 +161,7 @@ export async function sectionDurablePeers(o: DurablePeersBench): Promise<Record<
       headers: { ...s.headers, 'idempotency-key': `dp-${s.name}-[<id>]` }, body: s.body, idReplacement: true,
     });
     const probe = (url: string, path: string, headers: Record<string, string>, body: string, fresh: boolean) => (): Promise<Counted> =>
-      runWorker<Counted>(o.worker('latency-probe.ts'), ['--url', url, '--path', path, '--n', String(o.probeRequests), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
+      runWorker<Counted>(o.worker('latency-probe.ts'), ['--url', url, '--path', path, '--n', String(o.probeRequests), '--warmup', String(o.probeWarmup), '--headers', JSON.stringify(headers), '--body', body, ...(fresh ? ['--fresh-key', 'true'] : [])]);
     const runs: [string, () => Promise<RunSummary>, Side | null][] = [];
     const probes: [string, () => Promise<RunSummary>][] = [['durable_direct_c1', probe(fake.info.url, '/v1/chat/completions', JSON_HEADERS, DIRECT_BODY, false)]];
     for (const s of sides) {

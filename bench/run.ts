@@ -29,11 +29,18 @@
  * N. NOTIFY at commit (`bench/notify-commit.ts`): two API processes and two
  *    executors at 128 connections, the `jobs.state` trigger on and off. Only
  *    with `--only notify`.
+ * D. durable peers (`bench/durable-peers.ts`, issue 40): one keyed LLM call
+ *    per intent, durable before and after it, through onejob, DBOS Transact,
+ *    Restate and pg-boss: req/s at 32 connections, added p50 at one, CPU per
+ *    request, a duplicate check. Every mode, and `--only durable-peers`.
+ * F. the floor (issue 40), in the chat series: pgbench's one-row commit at
+ *    one client and the SQLite job insert's (synchronous=FULL); onejob's
+ *    added p50 minus two of them ÷ Portkey's added p50.
  * The chat series (3) runs three rounds in every mode and reports the CPU per
  * request of each side (`bench/lib/cpu.ts`) and each ratio's spread across
  * rounds (`bench/lib/chat-spread.ts`).
  *
- * `--only create,storm,chat,stream,timeout,waiting,doubt,notify` runs only those sections
+ * `--only create,storm,chat,stream,timeout,waiting,doubt,notify,durable-peers` runs only those sections
  * and writes bench/results/<date>-only-<sections>.{json,md} (never latest.*).
  *
  * After every onejob series a parity check runs (`bench/lib/parity.ts`): job
@@ -63,7 +70,7 @@ import { DURABLE_PEERS, sectionDurablePeers } from './durable-peers.ts';
 
 const FULL = process.argv.includes('--full');
 const KEEP = process.argv.includes('--keep');
-/** `--only a,b`: run only these sections (create, storm, chat, stream, timeout, waiting). */
+/** `--only a,b`: run only these sections (`SECTIONS`). */
 const ONLY = ((): Set<string> | null => {
   const i = process.argv.indexOf('--only');
   return i >= 0 ? new Set((process.argv[i + 1] ?? '').split(',').filter(Boolean)) : null;
@@ -633,7 +640,8 @@ async function main(): Promise<void> {
   const durablePeers = want('durable-peers')
     ? await attempt('durable-peers', () => sectionDurablePeers({
       keep: KEEP, db: `${DB}_durable`, seconds: SECONDS, rounds: ROUNDS, warmUpSeconds: WARM_UP_SECONDS, concurrency: CONCURRENCY,
-      probeRequests: FULL ? 3000 : 400, log, worker: W, auth: AUTH, record, withParity,
+      // Quick mode: 200 requests per one-connection probe after 100 unrecorded (five sides, two rounds), so quick mode stays under 9 minutes.
+      probeRequests: FULL ? 3000 : 200, probeWarmup: FULL ? 200 : 100, log, worker: W, auth: AUTH, record, withParity,
     }))
     : null;
 

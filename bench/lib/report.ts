@@ -49,7 +49,7 @@ export const TARGETS: Record<string, { readonly op: 'min' | 'max' | 'eq'; readon
   create_http_sqlite_vs_pg: { op: 'min', value: 1, label: 'POST /v1/jobs on SQLite ÷ on PostgreSQL' },
   chat_rps_vs_portkey: { op: 'min', value: 2, label: '/v1/chat/completions req/s ÷ Portkey req/s (PostgreSQL, 32 connections)' },
   chat_added_p50_vs_portkey: { op: 'max', value: 1, label: 'added p50 latency ÷ Portkey added p50 (PostgreSQL, 1 connection)' },
-  chat_rps_vs_portkey_sqlite: { op: 'min', value: 2, label: 'the same req/s ratio on SQLite' },
+  chat_rps_vs_portkey_sqlite: { op: 'min', value: 2.5, label: 'the same req/s ratio on SQLite (issue 40: 2.5)' },
   chat_added_p50_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same added-p50 ratio on SQLite' },
   chat_added_p50_beyond_floor_vs_portkey: { op: 'max', value: 1, label: "(onejob's added p50 − the floor: two pgbench one-row commits at -c 1, p50) ÷ Portkey's added p50 (PostgreSQL, 1 connection; issue 40)" },
   chat_added_p50_beyond_floor_vs_portkey_sqlite: { op: 'max', value: 1, label: 'the same on SQLite, the floor two synchronous=FULL one-row commits of the SQLite job insert at one client' },
