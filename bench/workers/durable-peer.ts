@@ -88,11 +88,17 @@ async function pgbossPeer(): Promise<{ intent: Intent; version: string; close: (
   const reader = new pg.Pool({ connectionString: db, max: 2 });
   /** Requests waiting for a job of this process: resolved once its completion committed. */
   const waiting = new Map<string, { resolve: (answer: string) => void; reject: (e: unknown) => void }>();
+  /** Outcomes of jobs whose request was not waiting yet (a fetch can pick a job before its `send` returned here). */
+  const early = new Map<string, string | Error>();
+  const settle = (w: { resolve: (answer: string) => void; reject: (e: unknown) => void }, answer: string | Error): void => {
+    if (answer instanceof Error) w.reject(answer);
+    else w.resolve(answer);
+  };
   const done = (id: string, answer: string | Error): void => {
     const w = waiting.get(id);
     waiting.delete(id);
-    if (answer instanceof Error) w?.reject(answer);
-    else w?.resolve(answer);
+    if (w) settle(w, answer);
+    else early.set(id, answer);
   };
   const work = async (job: BossJob): Promise<void> => {
     try {
@@ -125,7 +131,11 @@ async function pgbossPeer(): Promise<{ intent: Intent; version: string; close: (
     }
   };
   const wait = (id: string): Promise<string> => new Promise((resolvePromise, reject) => {
-    waiting.set(id, { resolve: resolvePromise, reject });
+    const w = { resolve: resolvePromise, reject };
+    const outcome = early.get(id);
+    early.delete(id);
+    if (outcome === undefined) waiting.set(id, w);
+    else settle(w, outcome);
   });
   /** A duplicate: the job of that key, answered from its row once its output is recorded. */
   const fromRecord = async (key: string): Promise<string> => {
