@@ -138,7 +138,7 @@ export async function sectionDurablePeers(o: DurablePeersBench): Promise<Record<
         restate = await startRestateServer();
         const port = await freePort();
         const service = keep(await startServer<{ pid: number; node: string }>(o.worker('restate-peer.ts'), ['--port', String(port), '--provider-url', fake.info.url], {}, { node: runtime.node }));
-        versions.restateServiceNode = service.info.node;
+        versions['node (Restate service)'] = service.info.node;
         await restate.register(`http://127.0.0.1:${port}`);
         // The ingress learns of a new deployment a moment after the admin API (test/engines/restate.test.ts).
         for (let i = 0; ; i++) {
