@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (quick, about 6 minutes) / `npm run bench -- --full`.
+ * `npm run bench` (quick, about 6 minutes before the durable peers and the floor probes, which add about 2: docs/performance.md) / `npm run bench -- --full`.
  *
  * Measures onejob side by side with its anchors in ONE run, interleaving the
  * sides of every comparison (A, B, A, B…) so the machine's drift hits both:
