@@ -99,16 +99,19 @@ function memberRejection(member: string, reason: string): Error {
   });
 }
 
-function responseNotFound(id: string): OnejobError {
-  return new OnejobError('job_not_found', `no response ${id}`, { details: { response_id: id } });
+/** `404 job_not_found`; a resume (`?stream=true`) is `404 not_found`, as every resume that names nothing (CONTRACT §15). */
+function responseNotFound(id: string, resume = false): OnejobError {
+  return resume
+    ? new OnejobError('not_found', `no response ${id} of yours to follow: a resume never starts work`, { details: { response_id: id } })
+    : new OnejobError('job_not_found', `no response ${id}`, { details: { response_id: id } });
 }
 
 /** A Responses job of the owner and its record; `404` for an id that names none (another owner's, unknown, not a Responses job). */
-async function loadResponseJob(ctx: AppContext, ownerId: string, id: string): Promise<{ job: JobWithAttempts; record: ResponsesRecord }> {
+async function loadResponseJob(ctx: AppContext, ownerId: string, id: string, resume = false): Promise<{ job: JobWithAttempts; record: ResponsesRecord }> {
   const jobId = jobIdOfResponse(id);
   const job = jobId === null ? null : await ctx.store.getJob(ownerId, jobId);
   const record = job === null ? null : responsesRecordOf(job.metadata);
-  if (job === null || record === null) throw responseNotFound(id);
+  if (job === null || record === null) throw responseNotFound(id, resume);
   return { job, record };
 }
 
@@ -266,7 +269,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       response: { 200: responseSchema, ...errorResponses },
     },
     handler: async (request, reply) => {
-      const { job, record } = await loadResponseJob(ctx, requestOwner(request), request.params.id);
+      const { job, record } = await loadResponseJob(ctx, requestOwner(request), request.params.id, request.query.stream === true);
       bindLog(request, reply, { job_id: job.id });
       if (request.query.stream !== true) return responseOfJob(job, record);
       const view = { job: { jobId: job.id, createdAt: job.createdAt, record }, completedAt: completedAtOf(job) };
