@@ -477,6 +477,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
       problems.push(`/routes/${name}/contract: contract ${JSON.stringify(contract)} is not configured`);
     }
     routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract };
+    problems.push(...hedgeProblems(name, routes[name]!, providers));
   }
 
   // API keys: file keys may be env: references; ONEJOB_API_KEYS replaces the whole set.
@@ -540,6 +541,33 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     mcpServers,
     configPath,
   };
+}
+
+/**
+ * A route's hedge that could never start (issue 35): the executor arms the
+ * hedge and the attempt's deadline from the same start, so on a provider
+ * whose `timeoutMs` is not above `hedgeAfterMs` the deadline fires first, the
+ * attempt ends `unknown`, and a hedge beside an attempt in doubt is refused.
+ * Every provider of the chain but the last can be hedged (the hedge goes to
+ * the next one). The problems, one per such provider, with the file's paths.
+ *
+ * @example hedgeProblems('r', { providers: ['a', 'b'], hedgeAfterMs: 20000, contract: null }, { a: { timeoutMs: 20000, … }, … })
+ * // ['/routes/r/hedgeAfterMs: 20000 is not below the timeoutMs of provider "a" (20000): …']
+ */
+export function hedgeProblems(route: string, r: RouteConfig, providers: Readonly<Record<string, ProviderConfig>>): string[] {
+  const hedge = r.hedgeAfterMs;
+  if (hedge === null) return [];
+  const problems: string[] = [];
+  for (const name of r.providers.slice(0, -1)) {
+    const p = Object.hasOwn(providers, name) ? providers[name] : undefined;
+    if (p === undefined || hedge < p.timeoutMs) continue;
+    problems.push(
+      `/routes/${route}/hedgeAfterMs: ${hedge} is not below the timeoutMs of provider ${JSON.stringify(name)} (${p.timeoutMs}): `
+      + `that attempt's deadline fires first (it ends unknown) and a hedge beside an attempt in doubt never starts; `
+      + `set hedgeAfterMs below ${p.timeoutMs}, or raise /providers/${name}/timeoutMs above ${hedge}`,
+    );
+  }
+  return problems;
 }
 
 /**
