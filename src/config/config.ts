@@ -8,6 +8,7 @@
  * validated with Ajv and every problem is reported with its path and reason as
  * one {@link OnejobError} `config_invalid`. See `docs/config.md`.
  */
+import { PASS_THROUGH_KINDS, type PassThroughKind } from '../core/pass-through.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { Ajv } from 'ajv';
@@ -84,6 +85,8 @@ export interface RouteConfig {
   readonly hedgeAfterMs: number | null;
   /** The name of the route's contract in `contracts`, or null. */
   readonly contract: string | null;
+  /** Provider refusals returned to the caller instead of failing over (`["content_filter"]`); default none. See src/core/pass-through.ts. */
+  readonly passThrough?: readonly PassThroughKind[] | undefined;
 }
 
 /** The validated configuration of one onejob process. */
@@ -281,6 +284,7 @@ export const CONFIG_FILE_SCHEMA = {
           providers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', minLength: 1 } },
           hedgeAfterMs: { type: ['integer', 'null'], minimum: 0 },
           contract: { type: ['string', 'null'], minLength: 1 },
+          passThrough: { type: 'array', uniqueItems: true, items: { enum: [...PASS_THROUGH_KINDS] } },
         },
       },
     },
@@ -417,7 +421,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
-    routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
+    routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null; passThrough?: PassThroughKind[] }>;
     contracts?: Record<string, Record<string, unknown>>;
     mcpServers?: Record<string, Record<string, unknown>>;
   };
@@ -476,7 +480,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     if (contract !== null && !Object.hasOwn(contracts, contract)) {
       problems.push(`/routes/${name}/contract: contract ${JSON.stringify(contract)} is not configured`);
     }
-    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract };
+    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract, ...(r.passThrough === undefined ? {} : { passThrough: [...r.passThrough] }) };
     problems.push(...hedgeProblems(name, routes[name]!, providers));
   }
 
@@ -591,7 +595,7 @@ export function defineConfig(partial: {
   keyless?: Partial<KeylessConfig>;
   apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
-  routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
+  routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null; passThrough?: PassThroughKind[] }>;
   contracts?: Record<string, Record<string, unknown>>;
   mcpServers?: Record<string, ({ url: string; headers?: Record<string, string> } | { command: string[]; env?: Record<string, string>; cwd?: string }) & { timeoutMs?: number }>;
 }): OnejobConfig {
@@ -604,7 +608,7 @@ export function defineConfig(partial: {
   }
   const routes: Record<string, RouteConfig> = {};
   for (const [name, r] of Object.entries(partial.routes ?? {})) {
-    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract: r.contract ?? null };
+    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract: r.contract ?? null, ...(r.passThrough === undefined ? {} : { passThrough: [...r.passThrough] }) };
   }
   return {
     databaseUrl: partial.databaseUrl ?? DEFAULT_DATABASE_URL,

@@ -9,6 +9,7 @@ import { tracedCreateJob } from '../tracing/tracing.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { fingerprint } from '../core/fingerprint.ts';
 import { OnejobError, isOnejobError } from '../core/errors.ts';
+import { passedThroughError } from '../core/pass-through.ts';
 import type { JobWithAttempts } from '../core/types.ts';
 import type { ClaimedAttempt } from '../store/store.ts';
 import { bindLog, type AppContext } from './app-context.ts';
@@ -238,12 +239,16 @@ export async function settleChatJob(
         details: doubt === undefined ? details : { ...details, attempt_id: doubt.id },
       });
     }
-    case 'failed':
+    case 'failed': {
       metrics.chatRequests.inc({ outcome: 'failed', replayed });
       reply.header('x-should-retry', 'false');
+      // A refusal the route passes through is the provider's answer, given as its error (a 400), not a failure of onejob's.
+      const refused = passedThroughError(job.error);
+      if (refused !== null) throw new OnejobError(refused.code, refused.message, { details: { ...details, ...refused.details } });
       throw new OnejobError('job_failed', `job ${job.id} failed: ${job.error?.message ?? 'every provider failed'}`, {
         details: { ...details, job_error: job.error },
       });
+    }
     case 'cancelled':
       metrics.chatRequests.inc({ outcome: 'cancelled', replayed });
       reply.header('x-should-retry', 'false');

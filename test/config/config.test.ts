@@ -105,6 +105,16 @@ describe('loadConfig', () => {
     expect(loadConfig({ argvConfigPath: file(config(null)), env: {} }).routes.r!.hedgeAfterMs).toBeNull();
   });
 
+  it('reads a route\'s passThrough (content_filter only) and refuses anything else with its path', () => {
+    const routeWith = (passThrough: unknown) => ({
+      providers: { p: { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' } },
+      routes: { r: { providers: ['p'], passThrough } },
+    });
+    expect(loadConfig({ argvConfigPath: file(routeWith(['content_filter'])), env: {} }).routes.r!.passThrough).toEqual(['content_filter']);
+    expect(loadConfig({ argvConfigPath: file({ ...routeWith([]), routes: { r: { providers: ['p'] } } }), env: {} }).routes.r!.passThrough).toBeUndefined();
+    expect(() => loadConfig({ argvConfigPath: file(routeWith(['rate_limit'])), env: {} })).toThrow(/\/routes\/r\/passThrough\/0/);
+  });
+
   it('reads read-only API tokens ({ owner, readOnly })', () => {
     const c = loadConfig({ argvConfigPath: file({ apiKeys: { tok_a: 'alice', tok_v: { owner: 'alice', readOnly: true } } }), env: {} });
     expect(c.apiKeys).toEqual({ tok_a: 'alice', tok_v: { owner: 'alice', readOnly: true } });
