@@ -148,13 +148,22 @@ export interface ExecutorConfig {
   readonly maxHeldAnswers: number;
 }
 
-/** The owners' live feeds, `GET /v1/events` (docs/dashboard.md). */
+/** The owners' long-lived streams: live feeds `GET /v1/events` (docs/dashboard.md), `GET /mcp` streams, stream followers. */
 export interface EventFeedsConfig {
-  /** Open feeds one owner may hold on one process; one more is `429 too_many_requests`. Default 20. */
+  /** Open feeds one owner may hold on one process; one more is `429 too_many_requests`. The same bound holds, counted apart, for `GET /mcp` streams. Default 20. */
   readonly maxPerOwner: number;
   /** How often an owner's feeds re-read the event log for changes made by other processes (one read per owner, shared by its feeds). Default 2000 ms. */
   readonly pollMs: number;
+  /** A `GET /mcp` notification stream ends after this long (MCP clients open a new one). Default 3 600 000 (1 h). */
+  readonly lifetimeMs?: number | undefined;
+  /** SSE followers of job streams (a duplicate or a resume, `GET /v1/responses/{id}?stream=true`) one owner may hold on one process; one more is `429`. Default 100. */
+  readonly maxFollowersPerOwner?: number | undefined;
 }
+
+/** Default of {@link EventFeedsConfig.lifetimeMs}. */
+export const DEFAULT_MCP_STREAM_LIFETIME_MS = 3_600_000;
+/** Default of {@link EventFeedsConfig.maxFollowersPerOwner}. */
+export const DEFAULT_STREAM_FOLLOWERS_PER_OWNER = 100;
 
 /**
  * Callers that send no Idempotency-Key (CONTRACT §12, README "Callers that
@@ -219,7 +228,10 @@ export const CONFIG_FILE_SCHEMA = {
     eventFeeds: {
       type: 'object',
       additionalProperties: false,
-      properties: { maxPerOwner: { type: 'integer', minimum: 1, maximum: 100_000 }, pollMs: { type: 'integer', minimum: 50, maximum: 3_600_000 } },
+      properties: {
+        maxPerOwner: { type: 'integer', minimum: 1, maximum: 100_000 }, pollMs: { type: 'integer', minimum: 50, maximum: 3_600_000 },
+        lifetimeMs: { type: 'integer', minimum: 1000, maximum: 86_400_000 }, maxFollowersPerOwner: { type: 'integer', minimum: 1, maximum: 100_000 },
+      },
     },
     chatMaxWaitMs: { type: 'integer', minimum: 1, maximum: 3_600_000 },
     retention: {
@@ -414,7 +426,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     gatewayBodyLimitBytes?: number;
     endpointBodyLimitBytes?: Record<string, number>;
     metricsToken?: string | null;
-    eventFeeds?: { maxPerOwner?: number; pollMs?: number };
+    eventFeeds?: { maxPerOwner?: number; pollMs?: number; lifetimeMs?: number; maxFollowersPerOwner?: number };
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
     executor?: Partial<ExecutorConfig>;
@@ -535,7 +547,11 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     gatewayBodyLimitBytes: file.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
     endpointBodyLimitBytes: { ...(file.endpointBodyLimitBytes ?? {}) },
     metricsToken,
-    eventFeeds: { maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
+    eventFeeds: {
+      maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS,
+      ...(file.eventFeeds?.lifetimeMs === undefined ? {} : { lifetimeMs: file.eventFeeds.lifetimeMs }),
+      ...(file.eventFeeds?.maxFollowersPerOwner === undefined ? {} : { maxFollowersPerOwner: file.eventFeeds.maxFollowersPerOwner }),
+    },
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: file.keyless?.mode ?? 'reject', windowMs: file.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys,
@@ -621,7 +637,7 @@ export function defineConfig(partial: {
     gatewayBodyLimitBytes: partial.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
     endpointBodyLimitBytes: { ...(partial.endpointBodyLimitBytes ?? {}) },
     metricsToken: partial.metricsToken ?? null,
-    eventFeeds: { maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
+    eventFeeds: { ...(partial.eventFeeds ?? {}), maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: partial.keyless?.mode ?? 'reject', windowMs: partial.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys: { ...(partial.apiKeys ?? {}) },

@@ -36,7 +36,9 @@ import type { JobWithAttempts } from '../../core/types.ts';
 import type { McpUpstreams } from '../../providers/mcp/mcp-upstreams.ts';
 import { MCP_IDEMPOTENCY_KEY_META, mcpRouteOf, parseMcpToolName } from '../../providers/mcp/mcp-tool-provider.ts';
 import { tracedCreateJob } from '../../tracing/tracing.ts';
+import { DEFAULT_MCP_STREAM_LIFETIME_MS } from '../../config/config.ts';
 import type { AppContext } from '../app-context.ts';
+import { OwnerSlots } from '../owner-slots.ts';
 import { requestPrincipal, type Principal } from '../request-owner.ts';
 import { IDEMPOTENCY_KEY_PATTERN, idempotencyKeyOf, waitForJob, type CreationKey } from './job-routes.ts';
 
@@ -49,6 +51,8 @@ export interface McpRoutesOptions {
   readonly maxWaitMs?: number | undefined;
   /** The keep-alive comment interval of a `GET /mcp` stream. Default the SDK's (15 s). */
   readonly keepAliveMs?: number | undefined;
+  /** How long a `GET /mcp` stream stays open; then it ends (the client opens another). Default `eventFeeds.lifetimeMs` (1 h). */
+  readonly streamLifetimeMs?: number | undefined;
 }
 
 /** The `_meta` members onejob adds to every tool result it answers for a job (and, on a "still running" one, where to follow it). */
@@ -59,7 +63,10 @@ export const MCP_JOB_META = {
 /** Registers `POST`, `GET` and `DELETE /mcp` in an authenticated scope. */
 export function registerMcpRoutes(app: FastifyInstance, ctx: AppContext, upstreams: McpUpstreams | null, options: McpRoutesOptions = {}): void {
   const maxWaitMs = options.maxWaitMs ?? ctx.config.chatMaxWaitMs;
-  const listeners = new ListChangedListeners(options.keepAliveMs);
+  // GET /mcp streams: the /v1/events rule (eventFeeds.maxPerOwner per owner, read-only tokens included), and a lifetime.
+  const slots = new OwnerSlots('MCP streams', ctx.config.eventFeeds.maxPerOwner, 'eventFeeds.maxPerOwner');
+  const lifetimeMs = options.streamLifetimeMs ?? ctx.config.eventFeeds.lifetimeMs ?? DEFAULT_MCP_STREAM_LIFETIME_MS;
+  const listeners = new ListChangedListeners(options.keepAliveMs, lifetimeMs);
   const unsubscribe = upstreams?.onToolsChanged((server) => {
     app.log.info({ mcp_server: server, listeners: listeners.size }, 'an MCP server\'s tools changed: telling the connected clients');
     listeners.notify();
@@ -92,6 +99,9 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: AppContext, upstrea
     config: { readOnlyAllowed: true },
     schema: { hide: true },
     handler: async (request, reply) => {
+      // Refused (429) before anything is written; the slot is given back when the stream ends.
+      const release = slots.take(requestPrincipal(request).owner);
+      reply.raw.on('close', release);
       reply.raw.setHeader('x-request-id', request.id);
       reply.hijack();
       await listeners.open(request, reply);
@@ -109,9 +119,11 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: AppContext, upstrea
 class ListChangedListeners {
   readonly #open = new Set<{ server: Server; transport: StreamableHTTPServerTransport }>();
   readonly #keepAliveMs: number | undefined;
+  readonly #lifetimeMs: number;
 
-  constructor(keepAliveMs: number | undefined) {
+  constructor(keepAliveMs: number | undefined, lifetimeMs: number) {
     this.#keepAliveMs = keepAliveMs;
+    this.#lifetimeMs = lifetimeMs;
   }
 
   get size(): number {
@@ -122,7 +134,11 @@ class ListChangedListeners {
     const server = new Server({ name: 'onejob', version: '1' }, { capabilities: { tools: { listChanged: true } } });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, ...(this.#keepAliveMs === undefined ? {} : { keepAliveMs: this.#keepAliveMs }) });
     const entry = { server, transport };
+    // A stream does not live for ever: past its lifetime it ends, and the client opens a new one.
+    const expire = setTimeout(() => reply.raw.end(), this.#lifetimeMs);
+    expire.unref();
     reply.raw.on('close', () => {
+      clearTimeout(expire);
       this.#open.delete(entry);
       void transport.close().catch(() => undefined);
       void server.close().catch(() => undefined);

@@ -236,7 +236,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
         const enc = new ResponsesStreamEncoder({ job: { jobId: created.job.id, createdAt: created.job.createdAt, record }, completedAt: completedAtOf(created.job) });
         // A duplicate with Last-Event-ID resumes after that event (CONTRACT §13), as on chat and messages.
         const r = await streamJobResponse({
-          ctx, request, reply, job: created.job, encoder: 'responses', responses: enc, model: t.model, cursor: lastEventIdCursor(request),
+          ctx, request, reply, job: created.job, encoder: 'responses', responses: enc, model: t.model, cursor: lastEventIdCursor(request), follower: created.replayed === 'true',
           buffered: bufferedRoute(ctx, created.job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, start: created.start,
         });
         if (r.streamed) {
@@ -279,7 +279,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       const cursor = after !== undefined ? { attemptNumber: null, ordinal: after + 1 } : lastEventIdCursor(request);
       const r = await streamJobResponse({
         ctx, request, reply, job, encoder: 'responses', responses: new ResponsesStreamEncoder(view), model: record.model, cursor,
-        buffered: bufferedRoute(ctx, job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, endInStream: true,
+        buffered: bufferedRoute(ctx, job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, endInStream: true, follower: true,
       });
       if (r.streamed) return reply;
       return sendEvents(reply, endingEvents(new ResponsesStreamEncoder({ ...view, startingAfter: after }), r.job, maxWaitMs));
