@@ -107,6 +107,13 @@ export interface OnejobConfig {
   readonly bodyLimitBytes: number;
   /** Largest accepted body on the gateway endpoints (`/v1/chat/completions`, `/v1/messages`, `/v1/responses`). Default 32 MiB. */
   readonly gatewayBodyLimitBytes: number;
+  /**
+   * The largest conversation a `POST /v1/responses` may continue to
+   * (`previous_response_id` expanded, plus this request's input), in bytes
+   * of JSON; past it `413 conversation_too_large`. Default
+   * `gatewayBodyLimitBytes`: a conversation no larger than one request could send.
+   */
+  readonly maxConversationBytes?: number | undefined;
   /** Per gateway endpoint (its path, e.g. `/v1/messages`): a body limit that replaces `gatewayBodyLimitBytes` there. Default none. */
   readonly endpointBodyLimitBytes: Readonly<Record<string, number>>;
   /** `GET /metrics` needs `Authorization: Bearer <metricsToken>` when set; null (default) leaves it open, as Prometheus expects. */
@@ -223,6 +230,7 @@ export const CONFIG_FILE_SCHEMA = {
     host: { type: 'string', minLength: 1 },
     bodyLimitBytes: { type: 'integer', minimum: 1 },
     gatewayBodyLimitBytes: { type: 'integer', minimum: 1 },
+    maxConversationBytes: { type: 'integer', minimum: 1 },
     endpointBodyLimitBytes: { type: 'object', propertyNames: { pattern: '^/v1/[!-~]+$' }, additionalProperties: { type: 'integer', minimum: 1 } },
     metricsToken: { type: ['string', 'null'], pattern: '^[!-~]+$' },
     eventFeeds: {
@@ -424,6 +432,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     host?: string;
     bodyLimitBytes?: number;
     gatewayBodyLimitBytes?: number;
+    maxConversationBytes?: number;
     endpointBodyLimitBytes?: Record<string, number>;
     metricsToken?: string | null;
     eventFeeds?: { maxPerOwner?: number; pollMs?: number; lifetimeMs?: number; maxFollowersPerOwner?: number };
@@ -545,6 +554,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     executor: executorConfig(file.executor),
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     gatewayBodyLimitBytes: file.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    ...(file.maxConversationBytes === undefined ? {} : { maxConversationBytes: file.maxConversationBytes }),
     endpointBodyLimitBytes: { ...(file.endpointBodyLimitBytes ?? {}) },
     metricsToken,
     eventFeeds: {
@@ -602,6 +612,7 @@ export function defineConfig(partial: {
   host?: string;
   bodyLimitBytes?: number;
   gatewayBodyLimitBytes?: number;
+  maxConversationBytes?: number;
   endpointBodyLimitBytes?: Record<string, number>;
   metricsToken?: string | null;
   eventFeeds?: Partial<EventFeedsConfig>;
@@ -635,6 +646,7 @@ export function defineConfig(partial: {
     executor: executorConfig(partial.executor),
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     gatewayBodyLimitBytes: partial.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    ...(partial.maxConversationBytes === undefined ? {} : { maxConversationBytes: partial.maxConversationBytes }),
     endpointBodyLimitBytes: { ...(partial.endpointBodyLimitBytes ?? {}) },
     metricsToken: partial.metricsToken ?? null,
     eventFeeds: { ...(partial.eventFeeds ?? {}), maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },

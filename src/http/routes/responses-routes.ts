@@ -115,6 +115,22 @@ async function loadResponseJob(ctx: AppContext, ownerId: string, id: string, res
   return { job, record };
 }
 
+/**
+ * A continued conversation is bounded (issue 35): `previous_response_id`
+ * expanded with this request's input may not exceed `maxConversationBytes`
+ * of JSON (default `gatewayBodyLimitBytes`).
+ *
+ * @throws OnejobError `conversation_too_large` (413), naming both sizes and what to do.
+ */
+function checkConversationSize(ctx: AppContext, messages: unknown, previousId: string): void {
+  const max = ctx.config.maxConversationBytes ?? ctx.config.gatewayBodyLimitBytes;
+  const bytes = Buffer.byteLength(JSON.stringify(messages));
+  if (bytes <= max) return;
+  throw new OnejobError('conversation_too_large', `the conversation continued from ${previousId} with this input is ${bytes} bytes, more than maxConversationBytes (${max}): start a new conversation (no previous_response_id) with a summary of this one, or raise maxConversationBytes`, {
+    details: { previous_response_id: previousId, bytes, max_bytes: max },
+  });
+}
+
 /** When a job's answer was decided (its winner finished, else its terminal write), or null while it is not. */
 function completedAtOf(job: JobWithAttempts): Date | null {
   return job.attempts.find((a) => a.id === job.completedBy)?.finishedAt ?? (isJobTerminal(job.state) ? job.updatedAt : null);
@@ -226,6 +242,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
         : body.input;
       const t = responsesRequestToChatInput(input === body.input ? body : { ...body, input }, previous);
       if (!t.ok) throw memberRejection(t.member, t.message);
+      if (previous !== null) checkConversationSize(ctx, t.input.messages, previousId as string);
       // The fingerprint is the body's intent: createChatJob leaves stream, background and stream_options out (CONTRACT §13).
       const created = await createChatJob(ctx, request, reply, {
         endpoint: 'responses', model: t.model, input: t.input, body, ...key, metadata: { [RESPONSES_RECORD_KEY]: t.record },
