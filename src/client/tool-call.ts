@@ -65,7 +65,16 @@ export interface ToolCallInfo {
   readonly inDoubt: boolean;
   /** The attempt in doubt (to resolve), or null. */
   readonly attemptId: string | null;
+  /**
+   * The server's wait ended with the job still running (`queued`, `starting`
+   * or `running`): the answer is not the tool's; repeating the same call
+   * (same key) waits for the same job and runs nothing again.
+   */
+  readonly stillRunning: boolean;
 }
+
+/** Job states of an answer that is not the tool's yet (the server's wait ended first). */
+const STILL_RUNNING_STATES = new Set(['queued', 'starting', 'running']);
 
 /**
  * What onejob says about a tool result, read from its `_meta`.
@@ -85,6 +94,7 @@ export function toolCallInfo(result: unknown): ToolCallInfo {
     state,
     inDoubt: state === 'unknown' && isRecord(result) && result.isError === true,
     attemptId: str(meta[TOOL_CALL_META.attemptId]),
+    stillRunning: state !== null && STILL_RUNNING_STATES.has(state),
   };
 }
 
@@ -133,7 +143,8 @@ const REPEAT_CODES = new Set(['attempt_in_flight', 'unavailable']);
  * sent the tool runs at most once. It repeats the call (same key) when
  * the answer was lost (a network error, a cut connection, an HTTP 5xx or
  * 429, the client's own timeout), when the server's wait ended with the job
- * still running (`attempt_in_flight`), and when the tool server could not be
+ * still running (a tool result whose `_meta["onejob/state"]` is `queued` or
+ * `running`; older servers: `attempt_in_flight`), and when the tool server could not be
  * reached (`unavailable`: nothing was created). It never repeats a refusal
  * (`idempotency_key_reused`, `job_failed`, `job_finished`, an unknown tool,
  * HTTP 4xx); those throw an {@link OnejobClientError} with the server's
@@ -173,6 +184,17 @@ export async function callToolOnce(caller: ToolCaller, params: ToolCallParams, o
       continue;
     }
     const info = toolCallInfo(result);
+    if (info.stillRunning) {
+      // The server's wait ended first: the same key waits for the same job (older servers said so with attempt_in_flight).
+      if (retries >= policy.maxRetries) {
+        throw new OnejobClientError('attempt_in_flight', `${params.name}: job ${info.jobId ?? '?'} is still ${info.state} after ${tries} tries; call again with the same key to keep waiting`, {
+          idempotencyKey, tries, jobId: info.jobId,
+        });
+      }
+      retries++;
+      await pause(policy.baseDelayMs, signal, idempotencyKey, tries);
+      continue;
+    }
     if (info.inDoubt && options.onejob && info.jobId !== null && !followed && inDoubtWaitMs > 0) {
       // Only a resolution moves it on: wait for one, then the same key answers the outcome.
       const job = await options.onejob.waitForJob(info.jobId, { until: 'terminal', timeoutMs: inDoubtWaitMs, ...(signal ? { signal } : {}) });

@@ -8,6 +8,7 @@
  * validated with Ajv and every problem is reported with its path and reason as
  * one {@link OnejobError} `config_invalid`. See `docs/config.md`.
  */
+import { PASS_THROUGH_KINDS, type PassThroughKind } from '../core/pass-through.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { Ajv } from 'ajv';
@@ -84,6 +85,8 @@ export interface RouteConfig {
   readonly hedgeAfterMs: number | null;
   /** The name of the route's contract in `contracts`, or null. */
   readonly contract: string | null;
+  /** Provider refusals returned to the caller instead of failing over (`["content_filter"]`); default none. See src/core/pass-through.ts. */
+  readonly passThrough?: readonly PassThroughKind[] | undefined;
 }
 
 /** The validated configuration of one onejob process. */
@@ -104,6 +107,13 @@ export interface OnejobConfig {
   readonly bodyLimitBytes: number;
   /** Largest accepted body on the gateway endpoints (`/v1/chat/completions`, `/v1/messages`, `/v1/responses`). Default 32 MiB. */
   readonly gatewayBodyLimitBytes: number;
+  /**
+   * The largest conversation a `POST /v1/responses` may continue to
+   * (`previous_response_id` expanded, plus this request's input), in bytes
+   * of JSON; past it `413 conversation_too_large`. Default
+   * `gatewayBodyLimitBytes`: a conversation no larger than one request could send.
+   */
+  readonly maxConversationBytes?: number | undefined;
   /** Per gateway endpoint (its path, e.g. `/v1/messages`): a body limit that replaces `gatewayBodyLimitBytes` there. Default none. */
   readonly endpointBodyLimitBytes: Readonly<Record<string, number>>;
   /** `GET /metrics` needs `Authorization: Bearer <metricsToken>` when set; null (default) leaves it open, as Prometheus expects. */
@@ -145,13 +155,22 @@ export interface ExecutorConfig {
   readonly maxHeldAnswers: number;
 }
 
-/** The owners' live feeds, `GET /v1/events` (docs/dashboard.md). */
+/** The owners' long-lived streams: live feeds `GET /v1/events` (docs/dashboard.md), `GET /mcp` streams, stream followers. */
 export interface EventFeedsConfig {
-  /** Open feeds one owner may hold on one process; one more is `429 too_many_requests`. Default 20. */
+  /** Open feeds one owner may hold on one process; one more is `429 too_many_requests`. The same bound holds, counted apart, for `GET /mcp` streams. Default 20. */
   readonly maxPerOwner: number;
   /** How often an owner's feeds re-read the event log for changes made by other processes (one read per owner, shared by its feeds). Default 2000 ms. */
   readonly pollMs: number;
+  /** A `GET /mcp` notification stream ends after this long (MCP clients open a new one). Default 3 600 000 (1 h). */
+  readonly lifetimeMs?: number | undefined;
+  /** SSE followers of job streams (a duplicate or a resume, `GET /v1/responses/{id}?stream=true`) one owner may hold on one process; one more is `429`. Default 100. */
+  readonly maxFollowersPerOwner?: number | undefined;
 }
+
+/** Default of {@link EventFeedsConfig.lifetimeMs}. */
+export const DEFAULT_MCP_STREAM_LIFETIME_MS = 3_600_000;
+/** Default of {@link EventFeedsConfig.maxFollowersPerOwner}. */
+export const DEFAULT_STREAM_FOLLOWERS_PER_OWNER = 100;
 
 /**
  * Callers that send no Idempotency-Key (CONTRACT §12, README "Callers that
@@ -211,12 +230,16 @@ export const CONFIG_FILE_SCHEMA = {
     host: { type: 'string', minLength: 1 },
     bodyLimitBytes: { type: 'integer', minimum: 1 },
     gatewayBodyLimitBytes: { type: 'integer', minimum: 1 },
+    maxConversationBytes: { type: 'integer', minimum: 1 },
     endpointBodyLimitBytes: { type: 'object', propertyNames: { pattern: '^/v1/[!-~]+$' }, additionalProperties: { type: 'integer', minimum: 1 } },
     metricsToken: { type: ['string', 'null'], pattern: '^[!-~]+$' },
     eventFeeds: {
       type: 'object',
       additionalProperties: false,
-      properties: { maxPerOwner: { type: 'integer', minimum: 1, maximum: 100_000 }, pollMs: { type: 'integer', minimum: 50, maximum: 3_600_000 } },
+      properties: {
+        maxPerOwner: { type: 'integer', minimum: 1, maximum: 100_000 }, pollMs: { type: 'integer', minimum: 50, maximum: 3_600_000 },
+        lifetimeMs: { type: 'integer', minimum: 1000, maximum: 86_400_000 }, maxFollowersPerOwner: { type: 'integer', minimum: 1, maximum: 100_000 },
+      },
     },
     chatMaxWaitMs: { type: 'integer', minimum: 1, maximum: 3_600_000 },
     retention: {
@@ -281,6 +304,7 @@ export const CONFIG_FILE_SCHEMA = {
           providers: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', minLength: 1 } },
           hedgeAfterMs: { type: ['integer', 'null'], minimum: 0 },
           contract: { type: ['string', 'null'], minLength: 1 },
+          passThrough: { type: 'array', uniqueItems: true, items: { enum: [...PASS_THROUGH_KINDS] } },
         },
       },
     },
@@ -408,16 +432,17 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     host?: string;
     bodyLimitBytes?: number;
     gatewayBodyLimitBytes?: number;
+    maxConversationBytes?: number;
     endpointBodyLimitBytes?: Record<string, number>;
     metricsToken?: string | null;
-    eventFeeds?: { maxPerOwner?: number; pollMs?: number };
+    eventFeeds?: { maxPerOwner?: number; pollMs?: number; lifetimeMs?: number; maxFollowersPerOwner?: number };
     chatMaxWaitMs?: number;
     retention?: { finishedJobsDays?: number };
     executor?: Partial<ExecutorConfig>;
     keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
-    routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
+    routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null; passThrough?: PassThroughKind[] }>;
     contracts?: Record<string, Record<string, unknown>>;
     mcpServers?: Record<string, Record<string, unknown>>;
   };
@@ -476,7 +501,8 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     if (contract !== null && !Object.hasOwn(contracts, contract)) {
       problems.push(`/routes/${name}/contract: contract ${JSON.stringify(contract)} is not configured`);
     }
-    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract };
+    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract, ...(r.passThrough === undefined ? {} : { passThrough: [...r.passThrough] }) };
+    problems.push(...hedgeProblems(name, routes[name]!, providers));
   }
 
   // API keys: file keys may be env: references; ONEJOB_API_KEYS replaces the whole set.
@@ -528,9 +554,14 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     executor: executorConfig(file.executor),
     bodyLimitBytes: file.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     gatewayBodyLimitBytes: file.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    ...(file.maxConversationBytes === undefined ? {} : { maxConversationBytes: file.maxConversationBytes }),
     endpointBodyLimitBytes: { ...(file.endpointBodyLimitBytes ?? {}) },
     metricsToken,
-    eventFeeds: { maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
+    eventFeeds: {
+      maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS,
+      ...(file.eventFeeds?.lifetimeMs === undefined ? {} : { lifetimeMs: file.eventFeeds.lifetimeMs }),
+      ...(file.eventFeeds?.maxFollowersPerOwner === undefined ? {} : { maxFollowersPerOwner: file.eventFeeds.maxFollowersPerOwner }),
+    },
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: file.keyless?.mode ?? 'reject', windowMs: file.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys,
@@ -540,6 +571,33 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     mcpServers,
     configPath,
   };
+}
+
+/**
+ * A route's hedge that could never start (issue 35): the executor arms the
+ * hedge and the attempt's deadline from the same start, so on a provider
+ * whose `timeoutMs` is not above `hedgeAfterMs` the deadline fires first, the
+ * attempt ends `unknown`, and a hedge beside an attempt in doubt is refused.
+ * Every provider of the chain but the last can be hedged (the hedge goes to
+ * the next one). The problems, one per such provider, with the file's paths.
+ *
+ * @example hedgeProblems('r', { providers: ['a', 'b'], hedgeAfterMs: 20000, contract: null }, { a: { timeoutMs: 20000, … }, … })
+ * // ['/routes/r/hedgeAfterMs: 20000 is not below the timeoutMs of provider "a" (20000): …']
+ */
+export function hedgeProblems(route: string, r: RouteConfig, providers: Readonly<Record<string, ProviderConfig>>): string[] {
+  const hedge = r.hedgeAfterMs;
+  if (hedge === null) return [];
+  const problems: string[] = [];
+  for (const name of r.providers.slice(0, -1)) {
+    const p = Object.hasOwn(providers, name) ? providers[name] : undefined;
+    if (p === undefined || hedge < p.timeoutMs) continue;
+    problems.push(
+      `/routes/${route}/hedgeAfterMs: ${hedge} is not below the timeoutMs of provider ${JSON.stringify(name)} (${p.timeoutMs}): `
+      + `that attempt's deadline fires first (it ends unknown) and a hedge beside an attempt in doubt never starts; `
+      + `set hedgeAfterMs below ${p.timeoutMs}, or raise /providers/${name}/timeoutMs above ${hedge}`,
+    );
+  }
+  return problems;
 }
 
 /**
@@ -554,6 +612,7 @@ export function defineConfig(partial: {
   host?: string;
   bodyLimitBytes?: number;
   gatewayBodyLimitBytes?: number;
+  maxConversationBytes?: number;
   endpointBodyLimitBytes?: Record<string, number>;
   metricsToken?: string | null;
   eventFeeds?: Partial<EventFeedsConfig>;
@@ -563,7 +622,7 @@ export function defineConfig(partial: {
   keyless?: Partial<KeylessConfig>;
   apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
-  routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
+  routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null; passThrough?: PassThroughKind[] }>;
   contracts?: Record<string, Record<string, unknown>>;
   mcpServers?: Record<string, ({ url: string; headers?: Record<string, string> } | { command: string[]; env?: Record<string, string>; cwd?: string }) & { timeoutMs?: number }>;
 }): OnejobConfig {
@@ -576,7 +635,7 @@ export function defineConfig(partial: {
   }
   const routes: Record<string, RouteConfig> = {};
   for (const [name, r] of Object.entries(partial.routes ?? {})) {
-    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract: r.contract ?? null };
+    routes[name] = { providers: [...r.providers], hedgeAfterMs: r.hedgeAfterMs ?? null, contract: r.contract ?? null, ...(r.passThrough === undefined ? {} : { passThrough: [...r.passThrough] }) };
   }
   return {
     databaseUrl: partial.databaseUrl ?? DEFAULT_DATABASE_URL,
@@ -587,9 +646,10 @@ export function defineConfig(partial: {
     executor: executorConfig(partial.executor),
     bodyLimitBytes: partial.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     gatewayBodyLimitBytes: partial.gatewayBodyLimitBytes ?? DEFAULT_GATEWAY_BODY_LIMIT_BYTES,
+    ...(partial.maxConversationBytes === undefined ? {} : { maxConversationBytes: partial.maxConversationBytes }),
     endpointBodyLimitBytes: { ...(partial.endpointBodyLimitBytes ?? {}) },
     metricsToken: partial.metricsToken ?? null,
-    eventFeeds: { maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
+    eventFeeds: { ...(partial.eventFeeds ?? {}), maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: partial.keyless?.mode ?? 'reject', windowMs: partial.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     apiKeys: { ...(partial.apiKeys ?? {}) },

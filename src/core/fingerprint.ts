@@ -47,5 +47,12 @@ export function fingerprint(value: unknown): string {
  * @example keylessIdempotencyKey('sha256:9f86d08…') // 'keyless:9f86d081884c7d65:0193…'
  */
 export function keylessIdempotencyKey(fp: string): string {
-  return `keyless:${fp.replace(/^sha256:/, '').slice(0, 16)}:${uuidv7()}`;
+  return `${KEYLESS_KEY_PREFIX}${fp.replace(/^sha256:/, '').slice(0, 16)}:${uuidv7()}`;
+}
+
+const KEYLESS_KEY_PREFIX = 'keyless:';
+
+/** Whether a job's key is one a keyless create made ({@link keylessIdempotencyKey}), not one a caller sent. */
+export function isKeylessIdempotencyKey(key: string): boolean {
+  return key.startsWith(KEYLESS_KEY_PREFIX);
 }

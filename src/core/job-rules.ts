@@ -4,6 +4,7 @@
  * The store loads a job and its attempts under the job's lock, asks these
  * functions what may happen, and writes the answer. Nothing here does I/O.
  */
+import { passedThroughJobError, passThroughKindOf } from './pass-through.ts';
 import { OnejobError } from './errors.ts';
 import { IN_DOUBT_ATTEMPT_STATES, isJobTerminal, type JobState } from './states.ts';
 import type { Attempt, AttemptKind, RecordedError, SkippedProvider } from './types.ts';
@@ -221,6 +222,8 @@ export function decideAfterSettle(
 ): AfterSettle {
   const state = deriveActiveJobState(attempts);
   if (state === 'running' || state === 'unknown') return { action: 'stay', state };
+  // A refusal the route passes through (a content policy's) is the job's answer: no retry, no failover.
+  if (passThroughKindOf(lastError) !== null) return { action: 'fail', error: passedThroughJobError(lastError!), skipped: [] };
   if (retry !== undefined) {
     const delayMs = retryDelayMs(retry, attempts);
     if (delayMs !== null && eligible(retry.provider, 'failover') === null) return { action: 'retry', provider: retry.provider, delayMs };

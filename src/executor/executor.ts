@@ -74,6 +74,7 @@ import { isJobTerminal, type JobState } from '../core/states.ts';
 import type { Attempt, Job, RecordedError } from '../core/types.ts';
 import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, isOutputDelta, providerErrorLogFields, type ChatDelta, type NormalizedCompletion, type Provider, type ProviderError, type ProviderOutcome, type ProviderRequest } from '../providers/provider.ts';
 import { retryHereAfter } from '../providers/classify-outcome.ts';
+import { markPassThrough } from '../core/pass-through.ts';
 import { meterUsage, type MeteredUsage, type Pricing } from '../core/usage.ts';
 import type { AttemptOutcome, ClaimedAttempt, LeaseRequest, LeaseStatus, SettleAttemptResult, Store } from '../store/store.ts';
 import { defaultStreamHub, type StreamHub, type StreamWriter } from './stream-hub.ts';
@@ -89,6 +90,8 @@ import {
 /** What a route means to the executor. */
 export interface ExecutorRoute {
   readonly hedgeAfterMs: number | null;
+  /** Provider refusals that end the job as its answer instead of failing over (src/core/pass-through.ts). */
+  readonly passThrough?: readonly string[] | undefined;
 }
 
 /**
@@ -811,7 +814,7 @@ export class Executor {
       error = { code: 'contract_violation', message: `the output of ${attempt.provider} broke the route contract`, details: { findings: checked.findings } };
       settleOutcome = { state: 'failed', error, ...usageOf(plan.usage) };
     } else if (outcome.kind !== 'success') {
-      settleOutcome = { state: 'failed', error: toRecorded(outcome.error), ...usageOf(plan.usage) };
+      settleOutcome = { state: 'failed', error: markPassThrough(toRecorded(outcome.error), this.#o.routes[f.job.route]?.passThrough), ...usageOf(plan.usage) };
       error = { code: outcome.error.code, message: outcome.error.message };
     } else {
       throw new Error(`attempt machine: no outcome for ${plan.state}`);

@@ -9,6 +9,7 @@ import { tracedCreateJob } from '../tracing/tracing.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { fingerprint } from '../core/fingerprint.ts';
 import { OnejobError, isOnejobError } from '../core/errors.ts';
+import { passedThroughError } from '../core/pass-through.ts';
 import type { JobWithAttempts } from '../core/types.ts';
 import type { ClaimedAttempt } from '../store/store.ts';
 import { bindLog, type AppContext } from './app-context.ts';
@@ -92,6 +93,8 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   const key: CreationKey = p.idempotencyKey !== undefined
     ? { idempotencyKey: p.idempotencyKey }
     : p.keyless !== undefined ? { keyless: p.keyless } : idempotencyKeyMissing();
+  const fp = fingerprint({ endpoint: p.endpoint, body: intentOf(p.body) });
+  if (isResume(request)) return joinResumedJob(ctx, request, reply, p, key, fp);
   // A keyless create takes the general path (the store queues it): no lease to take.
   const firstAttempt = key.keyless ? undefined : ctx.inline?.leaseForNewWork(route) ?? undefined;
   const leasedAt = performance.now();
@@ -103,7 +106,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
       input: p.input,
       ...(p.metadata === undefined ? {} : { metadata: p.metadata }),
       providers: config.routes[route]!.providers,
-      fingerprint: fingerprint({ endpoint: p.endpoint, body: intentOf(p.body) }),
+      fingerprint: fp,
       firstAttempt,
     }));
   } catch (error) {
@@ -140,6 +143,51 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   // would sit until its lease expires and end unknown. (The route subscribes within this turn, before any I/O.)
   if (start) setImmediate(start);
   return { job, created, replayed: created ? 'false' : 'true', start };
+}
+
+/**
+ * Whether the request resumes a stream (CONTRACT §13): it carries
+ * `Last-Event-ID`. A resume never starts work (§15): it follows the job its
+ * key (or, keyless, its fingerprint) names, or is `404 not_found`.
+ */
+export function isResume(request: FastifyRequest): boolean {
+  const id = request.headers['last-event-id'];
+  return typeof id === 'string' && id.trim() !== '';
+}
+
+/**
+ * A resume's job (CONTRACT §15): the owner's job of the key, or of the
+ * fingerprint for a keyless request (whenever it finished), answered as a
+ * join. Nothing is created, leased or started.
+ *
+ * @throws OnejobError `not_found` when the owner has no such job; `idempotency_key_reused` for the key's job of another body.
+ */
+async function joinResumedJob(
+  ctx: AppContext, request: FastifyRequest, reply: FastifyReply, p: ChatJobRequest, key: CreationKey, fp: string,
+): Promise<ChatJob> {
+  const ownerId = requestWriter(request);
+  const job = key.idempotencyKey !== undefined
+    ? await ctx.store.insights.jobToResume({ ownerId, idempotencyKey: key.idempotencyKey })
+    : await ctx.store.insights.jobToResume({ ownerId, keylessFingerprint: fp });
+  if (job === null) {
+    const what = key.idempotencyKey !== undefined ? `Idempotency-Key "${key.idempotencyKey}"` : 'this body (no Idempotency-Key)';
+    throw new OnejobError('not_found', `Last-Event-ID resumes a stream, but you have no job for ${what}: a resume never starts work; send the request without Last-Event-ID to create it`, {
+      details: key.idempotencyKey !== undefined ? { idempotency_key: key.idempotencyKey } : {},
+    });
+  }
+  if (job.fingerprint !== fp) {
+    ctx.metrics.conflicts.inc();
+    throw new OnejobError('idempotency_key_reused', `Idempotency-Key "${job.idempotencyKey}" was already used with a different request (job ${job.id})`, {
+      details: { job_id: job.id },
+    });
+  }
+  bindLog(request, reply, { job_id: job.id });
+  reply.header(JOB_ID_HEADER, job.id);
+  reply.header(IDEMPOTENCY_KEY_HEADER, job.idempotencyKey);
+  reply.header('idempotent-replayed', 'true');
+  ctx.metrics.replays.inc({ route: job.route });
+  request.log.info({ route: job.route, endpoint: p.endpoint, state: job.state }, 'stream resume joined its job');
+  return { job, created: false, replayed: 'true' };
 }
 
 function idempotencyKeyMissing(): never {
@@ -191,12 +239,16 @@ export async function settleChatJob(
         details: doubt === undefined ? details : { ...details, attempt_id: doubt.id },
       });
     }
-    case 'failed':
+    case 'failed': {
       metrics.chatRequests.inc({ outcome: 'failed', replayed });
       reply.header('x-should-retry', 'false');
+      // A refusal the route passes through is the provider's answer, given as its error (a 400), not a failure of onejob's.
+      const refused = passedThroughError(job.error);
+      if (refused !== null) throw new OnejobError(refused.code, refused.message, { details: { ...details, ...refused.details } });
       throw new OnejobError('job_failed', `job ${job.id} failed: ${job.error?.message ?? 'every provider failed'}`, {
         details: { ...details, job_error: job.error },
       });
+    }
     case 'cancelled':
       metrics.chatRequests.inc({ outcome: 'cancelled', replayed });
       reply.header('x-should-retry', 'false');

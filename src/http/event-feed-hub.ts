@@ -14,9 +14,9 @@
  */
 import type { JobEvent } from '../core/types.ts';
 import type { JobState } from '../core/states.ts';
-import { OnejobError } from '../core/errors.ts';
 import type { Store } from '../store/store.ts';
 import { coalescedRun } from './job-watch.ts';
+import { tooManyOpen } from './owner-slots.ts';
 
 /** Events read per statement. */
 const PAGE = 200;
@@ -130,9 +130,7 @@ export class EventFeedHub {
   open(owner: string): FeedSubscription {
     let source = this.#sources.get(owner);
     if (source !== undefined && source.members.size >= this.#o.maxPerOwner) {
-      throw new OnejobError('too_many_requests', `this token's owner already has ${source.members.size} event feeds open here (eventFeeds.maxPerOwner); close one first`, {
-        details: { max_per_owner: this.#o.maxPerOwner },
-      });
+      throw tooManyOpen('event feeds', this.#o.maxPerOwner, 'eventFeeds.maxPerOwner');
     }
     if (source === undefined) {
       source = new OwnerSource(owner, this.#o.store, this.#o.pollMs, (e) => this.#o.onError?.(e));

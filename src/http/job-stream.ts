@@ -43,6 +43,8 @@ import { writeSseHead } from './sse.ts';
 import { chatCompletionId } from './chat-completion.ts';
 import { requestOwner } from './request-owner.ts';
 import { JobStreamFollower } from './stream-follower.ts';
+import { DEFAULT_STREAM_FOLLOWERS_PER_OWNER } from '../config/config.ts';
+import { OwnerSlots } from './owner-slots.ts';
 
 /** Default of {@link StreamJobResponseOptions.keepAliveMs}: comments at least every 15 s while nothing was sent (CONTRACT §7). */
 export const DEFAULT_KEEP_ALIVE_MS = 15_000;
@@ -159,6 +161,25 @@ export interface StreamJobResponseOptions {
    * `GET /v1/responses/{id}?stream=true`, which answers events, never a problem document.
    */
   readonly endInStream?: boolean | undefined;
+  /**
+   * This request follows a job it did not create (a duplicate, a resume, `GET
+   * /v1/responses/{id}?stream=true`): it counts against the owner's
+   * `eventFeeds.maxFollowersPerOwner` on this process (`429
+   * too_many_requests` past it, before anything is written).
+   */
+  readonly follower?: boolean | undefined;
+}
+
+/** The followers' slots of each app (one count per process and owner). */
+const followerSlots = new WeakMap<AppContext, OwnerSlots>();
+
+function followerSlotsOf(ctx: AppContext): OwnerSlots {
+  let slots = followerSlots.get(ctx);
+  if (slots === undefined) {
+    slots = new OwnerSlots('stream followers', ctx.config.eventFeeds.maxFollowersPerOwner ?? DEFAULT_STREAM_FOLLOWERS_PER_OWNER, 'eventFeeds.maxFollowersPerOwner');
+    followerSlots.set(ctx, slots);
+  }
+  return slots;
 }
 
 /**
@@ -248,6 +269,10 @@ export async function streamJobResponse(o: StreamJobResponseOptions): Promise<St
   const cursor = o.cursor ?? null;
   const ownerId = requestOwner(request);
   let committed = false;
+  if (o.follower === true) {
+    const release = followerSlotsOf(ctx).take(ownerId);
+    raw.once('close', release);
+  }
 
   const commit = (): void => {
     if (committed) return;

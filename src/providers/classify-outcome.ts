@@ -126,6 +126,7 @@ export function outcomeFromExchange(exchange: HttpExchange, provider: string, pa
     return outcome(c.kind, c.code, `${provider} answered ${status}${type} (${c.reason})${truncate(detail, 300)}`, {
       ...base,
       ...(info.type === undefined ? {} : { provider_error_type: info.type }),
+      ...(info.code === undefined ? {} : { provider_error_code: info.code }),
       ...(info.message === undefined ? {} : { provider_message: truncate(info.message, 1000) }),
     });
   }
@@ -211,7 +212,7 @@ function parseRetryAfter(ms: string | undefined, value: string | undefined): num
 }
 
 /** The `{ error: { type, message } }` members shared by OpenAI's and Anthropic's error bodies. */
-function errorBodyInfo(body: string): { type?: string; message?: string } {
+function errorBodyInfo(body: string): { type?: string; code?: string; message?: string } {
   try {
     const json = JSON.parse(body) as { error?: unknown; message?: unknown };
     const err = json.error;
@@ -220,6 +221,7 @@ function errorBodyInfo(body: string): { type?: string; message?: string } {
       const type = typeof e.type === 'string' ? e.type : typeof e.code === 'string' ? e.code : undefined;
       return {
         ...(type === undefined ? {} : { type }),
+        ...(typeof e.code === 'string' ? { code: e.code } : {}),
         ...(typeof e.message === 'string' ? { message: e.message } : {}),
       };
     }

@@ -54,8 +54,8 @@ export interface WireProtocol {
   readonly headers: Readonly<Record<string, string>>;
   /** The header carrying the API key. */
   authHeaders(apiKey: string): Record<string, string>;
-  /** Members of a (valid) input this protocol cannot express. */
-  unsupportedMembers(input: ChatRequest): string[];
+  /** Members of a (valid) input this protocol, as this provider is configured, cannot pass on as given. */
+  unsupportedMembers(input: ChatRequest, config: HttpProviderConfig): string[];
   /** The wire body for a valid chat request, or why it cannot be sent. */
   body(input: ChatRequest, config: HttpProviderConfig, stream: boolean, attempt: { readonly attemptId: string }): { readonly body: object } | { readonly error: string };
   /** A whole 2xx body as the deltas it would have streamed, or why it is not an answer. */
@@ -102,7 +102,7 @@ export class HttpChatProvider implements Provider {
 
   unsupportedMembers(input: ChatRequest): string[] {
     if (invalidChatRequestReason(input) !== null) return [];
-    return this.#protocol.unsupportedMembers(input);
+    return this.#protocol.unsupportedMembers(input, this.#config);
   }
 
   async call(request: ProviderRequest): Promise<ProviderOutcome> {
@@ -203,7 +203,7 @@ export class HttpChatProvider implements Provider {
   #build(request: ProviderRequest, stream: boolean): { body: object } | { outcome: ProviderOutcome } {
     const input = request.input;
     const invalid = invalidChatRequestReason(input);
-    const unsupported = invalid === null ? this.#protocol.unsupportedMembers(input) : [];
+    const unsupported = invalid === null ? this.#protocol.unsupportedMembers(input, this.#config) : [];
     const built =
       invalid !== null
         ? { error: invalid }

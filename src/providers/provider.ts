@@ -243,6 +243,8 @@ export interface ProviderErrorDetails {
   readonly status?: number;
   /** The provider's error type (`rate_limit_error`, `server_error`, …), when its body said. */
   readonly provider_error_type?: string;
+  /** The provider's error `code` (`content_filter`, `context_length_exceeded`, …), when its body said. */
+  readonly provider_error_code?: string;
   /** The provider's error message, when its body said. */
   readonly provider_message?: string;
   /** The provider's request id header (`x-request-id`, `request-id`), when sent. */

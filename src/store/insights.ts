@@ -83,6 +83,9 @@ export const SEARCH_MAX_LIMIT = 200;
 /** The default page of {@link Insights.doubtQueue}. */
 export const DOUBT_DEFAULT_LIMIT = 100;
 
+/** A window no kept job is older than (a thousand years, in ms): "whenever it finished". */
+const ANY_AGE_MS = 1000 * 366 * 86_400_000;
+
 /** The furthest instant a `Date` can hold: "no upper bound". */
 const END_OF_TIME = new Date(8.64e15);
 
@@ -171,6 +174,26 @@ export class Insights {
   /** The owner's events after `afterId`, oldest first (live updates). */
   eventsSince(ownerId: string, afterId: number, limit = 200): Promise<JobEvent[]> {
     return this.#driver.insights.eventListByOwner(ownerId, afterId, limit);
+  }
+
+  /**
+   * The owner's job a resume follows (CONTRACT §15: a resume never starts
+   * work), with its attempts, or null when the owner has none: the job of
+   * (owner, key), or for a keyless request the owner's newest job of that
+   * fingerprint, however long ago it finished (the `keyless` window bounds
+   * replays of a create, not which stream a resume was reading). Reads
+   * only; never inserts.
+   *
+   * @example await store.insights.jobToResume({ ownerId: 'alice', idempotencyKey: 'k1' })
+   */
+  async jobToResume(p: { readonly ownerId: string; readonly idempotencyKey: string } | { readonly ownerId: string; readonly keylessFingerprint: string }): Promise<JobWithAttempts | null> {
+    const q = this.#driver.queries;
+    const job = 'idempotencyKey' in p
+      ? await q.jobGetByKey(p.ownerId, p.idempotencyKey)
+      : await q.jobGetByKeylessFingerprint({ ownerId: p.ownerId, fingerprint: p.keylessFingerprint, windowMs: ANY_AGE_MS, now: null });
+    if (job === null) return null;
+    const [found] = await withAttempts(q, p.ownerId, [job]);
+    return found ?? null;
   }
 
   /** The owner's latest event id (0 when none): where a live tail starts. */

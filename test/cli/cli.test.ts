@@ -195,6 +195,13 @@ describe('bin/onejob without a usable database or config', () => {
     const run = await onejob(['--config', bad, 'migrate'], { DATABASE_URL: `sqlite:${join(dir, 'x.db')}` });
     expectOneLineError(run, 2, /\/typo: is not a known setting/);
     expect(run.stderr).toContain('/providers/p/type: must be one of "openai", "anthropic"');
+    // A hedge that could never start (issue 35) is refused at load, naming both values.
+    writeFileSync(bad, JSON.stringify({
+      providers: { a: { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', timeoutMs: 5000 }, b: { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' } },
+      routes: { r: { providers: ['a', 'b'], hedgeAfterMs: 5000 } },
+    }));
+    const hedge = await onejob(['--config', bad, 'serve', '--port', '0'], { DATABASE_URL: `sqlite:${join(dir, 'x.db')}` });
+    expectOneLineError(hedge, 2, /\/routes\/r\/hedgeAfterMs: 5000 is not below the timeoutMs of provider "a" \(5000\)/);
     writeFileSync(bad, '{not json');
     expectOneLineError(await onejob(['migrate'], { ONEJOB_CONFIG: bad }), 2, /not valid JSON/);
   });

@@ -137,6 +137,29 @@ for (const db of TEST_DATABASES) {
       expect(payments.ledger.calls - before).toBe(1);
     });
 
+    it('a call past the server\'s wait answers a tool result (not an error) naming the job, saying it is still running and how to follow it', async () => {
+      const client = await connect();
+      const before = payments.ledger.calls;
+      const args = { amount: 450 + ++seq, delayMs: 550 };
+      // A plain MCP client, no helper: what a model sees.
+      const first = (await client.callTool({ name: 'pay.charge', arguments: args })) as { isError?: boolean; content: { type: string; text: string }[]; _meta: Record<string, unknown> };
+      expect(first.isError ?? false).toBe(false);
+      const jobId = first._meta['onejob/jobId'] as string;
+      expect(jobId).toMatch(/^job_/);
+      expect(['queued', 'running']).toContain(first._meta['onejob/state']);
+      expect(first._meta['onejob/followUrl']).toBe(`/v1/jobs/${jobId}`);
+      const text = first.content[0]!.text;
+      expect(text).toContain(`still running (job ${jobId}`);
+      expect(text).toContain('repeat this exact call');
+      expect(text).toContain('do not call the tool again with other arguments');
+      expect(toolCallInfo(first)).toMatchObject({ stillRunning: true, inDoubt: false, jobId });
+      // Following it as told: the exact call again (keyless: the same arguments) waits for the same job; the tool ran once.
+      await new Promise((r) => setTimeout(r, 500));
+      const again = await client.callTool({ name: 'pay.charge', arguments: args });
+      expect(toolCallInfo(again)).toMatchObject({ jobId, state: 'succeeded', replayed: true, stillRunning: false });
+      expect(payments.ledger.calls - before).toBe(1);
+    });
+
     it('a refusal is not repeated: the same key with other arguments throws idempotency_key_reused with the key', async () => {
       const client = await connect();
       const key = `reuse-${++seq}`;
@@ -199,7 +222,7 @@ for (const db of TEST_DATABASES) {
     it('toolCallInfo reads a read-only tool\'s result (no job) and a plain value as nothing', async () => {
       const client = await connect();
       const stats = await client.callTool({ name: 'pay.stats', arguments: {} });
-      expect(toolCallInfo(stats)).toEqual({ jobId: null, idempotencyKey: null, replayed: false, state: null, inDoubt: false, attemptId: null });
+      expect(toolCallInfo(stats)).toEqual({ jobId: null, idempotencyKey: null, replayed: false, state: null, inDoubt: false, attemptId: null, stillRunning: false });
       expect(toolCallInfo(null).jobId).toBeNull();
       expect(await jobOfToolCall(onejob, stats)).toBeNull();
     });

@@ -75,6 +75,46 @@ describe('loadConfig', () => {
     }
   });
 
+  it('refuses a hedge that could never start: hedgeAfterMs not below a hedged provider\'s timeoutMs, naming both values', () => {
+    const config = (hedgeAfterMs: number | null, timeoutMs = 20_000) => ({
+      providers: {
+        primary: { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', timeoutMs },
+        last: { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', timeoutMs: 1_000 },
+      },
+      routes: { r: { providers: ['primary', 'last'], hedgeAfterMs } },
+    });
+    const message = (content: unknown): string => {
+      try {
+        loadConfig({ argvConfigPath: file(content), env: {} });
+      } catch (e) {
+        expect(isOnejobError(e, 'config_invalid')).toBe(true);
+        return (e as Error).message;
+      }
+      return '';
+    };
+    for (const hedge of [20_000, 25_000]) {
+      const m = message(config(hedge));
+      expect(m).toContain(`/routes/r/hedgeAfterMs: ${hedge} is not below the timeoutMs of provider "primary" (20000)`);
+      expect(m).toContain('set hedgeAfterMs below 20000');
+    }
+    // The default timeoutMs counts too.
+    expect(message({ ...config(null), routes: { r: { providers: ['dflt', 'last'], hedgeAfterMs: 60_000 } }, providers: { ...config(null).providers, dflt: { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' } } }))
+      .toMatch(/provider "dflt" \(\d+\)/);
+    // Below every hedged provider's deadline, or no hedge: loads. The chain's last provider is never hedged.
+    expect(loadConfig({ argvConfigPath: file(config(19_999)), env: {} }).routes.r!.hedgeAfterMs).toBe(19_999);
+    expect(loadConfig({ argvConfigPath: file(config(null)), env: {} }).routes.r!.hedgeAfterMs).toBeNull();
+  });
+
+  it('reads a route\'s passThrough (content_filter only) and refuses anything else with its path', () => {
+    const routeWith = (passThrough: unknown) => ({
+      providers: { p: { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' } },
+      routes: { r: { providers: ['p'], passThrough } },
+    });
+    expect(loadConfig({ argvConfigPath: file(routeWith(['content_filter'])), env: {} }).routes.r!.passThrough).toEqual(['content_filter']);
+    expect(loadConfig({ argvConfigPath: file({ ...routeWith([]), routes: { r: { providers: ['p'] } } }), env: {} }).routes.r!.passThrough).toBeUndefined();
+    expect(() => loadConfig({ argvConfigPath: file(routeWith(['rate_limit'])), env: {} })).toThrow(/\/routes\/r\/passThrough\/0/);
+  });
+
   it('reads read-only API tokens ({ owner, readOnly })', () => {
     const c = loadConfig({ argvConfigPath: file({ apiKeys: { tok_a: 'alice', tok_v: { owner: 'alice', readOnly: true } } }), env: {} });
     expect(c.apiKeys).toEqual({ tok_a: 'alice', tok_v: { owner: 'alice', readOnly: true } });

@@ -1,9 +1,9 @@
 /**
  * The outbound Chat → Responses translation of the `openai-responses`
- * provider (`src/protocols/responses-upstream.ts`), and the way back.
+ * provider (`src/providers/openai-responses/responses-upstream.ts`), and the way back.
  */
 import { describe, expect, it } from 'vitest';
-import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers, ResponsesStreamReader } from '../../src/protocols/responses-upstream.ts';
+import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers, ResponsesStreamReader } from '../../src/providers/openai-responses/responses-upstream.ts';
 
 describe('chat → responses', () => {
   it('translates messages, tool calls and their results, tools, limits and the response format', () => {
@@ -35,9 +35,47 @@ describe('chat → responses', () => {
     });
   });
 
-  it('names what the Responses API cannot express', () => {
-    expect(responsesUnsupportedMembers({ messages: [{ role: 'user', content: 'x' }], n: 2, stop: ['\n'], n_ok: 1 } as never)).toEqual(['n', 'stop']);
+  it('names what the Responses API cannot express: an allow-list, so a member it does not know is named too', () => {
+    expect(responsesUnsupportedMembers({ messages: [{ role: 'user', content: 'x' }], n: 2, stop: ['\n'], n_ok: 1 } as never)).toEqual(['n', 'stop', 'n_ok']);
     expect(responsesUnsupportedMembers({ messages: [{ role: 'user', content: 'x' }], n: 1, logprobs: false })).toEqual([]);
+    expect(responsesUnsupportedMembers({ messages: [{ role: 'user', content: 'x' }], web_search_options: {}, seed: 1 } as never)).toEqual(['web_search_options', 'seed']);
+  });
+
+  it('carries the members the issue found dropped (reasoning_effort, verbosity, service_tier, prompt_cache_key, safety_identifier, metadata, allowed_tools)', () => {
+    const input = {
+      messages: [{ role: 'user', content: 'x' }],
+      reasoning_effort: 'low', verbosity: 'high', service_tier: 'flex', prompt_cache_key: 'pk', safety_identifier: 'sid', prompt_cache_retention: '24h',
+      metadata: { order: '42' }, store: true, user: 'u',
+      tools: [{ type: 'function', function: { name: 'a' } }, { type: 'function', function: { name: 'b' } }],
+      tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'required', tools: [{ type: 'function', function: { name: 'a' } }] } },
+      response_format: { type: 'json_schema', json_schema: { name: 'n', description: 'd', schema: { type: 'object' }, strict: true } },
+    };
+    expect(responsesUnsupportedMembers(input as never)).toEqual([]);
+    expect(chatToResponsesRequest(input as never)).toMatchObject({
+      reasoning: { effort: 'low' },
+      text: { verbosity: 'high', format: { type: 'json_schema', name: 'n', description: 'd', schema: { type: 'object' }, strict: true } },
+      service_tier: 'flex', prompt_cache_key: 'pk', safety_identifier: 'sid', prompt_cache_retention: '24h', user: 'u',
+      metadata: { order: '42' },
+      tool_choice: { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'a' }] },
+    });
+  });
+
+  it('a member it cannot pass on as given is named, never dropped: store false, custom tools, other parts and message members', () => {
+    const messages = [{ role: 'user', content: 'x' }];
+    const named = (input: Record<string, unknown>) => responsesUnsupportedMembers({ messages, ...input } as never);
+    expect(named({ store: false })).toEqual(['store']);
+    expect(named({ store: true })).toEqual([]);
+    expect(named({ tools: [{ type: 'custom', custom: { name: 'grammar' } }] })).toEqual(['tools.custom']);
+    expect(named({ tool_choice: { type: 'custom', custom: { name: 'grammar' } } })).toEqual(['tool_choice.custom']);
+    expect(named({ tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [{ type: 'custom', custom: { name: 'g' } }] } } })).toEqual(['tool_choice.allowed_tools.custom']);
+    expect(named({ metadata: { onejob_attempt_id: 'att_forged' } })).toEqual(['metadata.onejob_attempt_id']);
+    expect(named({ metadata: { n: 1 } })).toEqual(['metadata']);
+    expect(named({ response_format: { type: 'grammar' } })).toEqual(['response_format.grammar']);
+    expect(responsesUnsupportedMembers({ messages: [
+      { role: 'user', name: 'ann', content: [{ type: 'text', text: 'a' }, { type: 'file', file: { file_id: 'f' } }, { type: 'input_audio', input_audio: {} }] },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'custom', custom: { name: 'g', input: 'x' } }] },
+      { role: 'function', name: 'f', content: 'r' },
+    ] } as never)).toEqual(['messages.name', 'messages.content.file', 'messages.content.input_audio', 'messages.tool_calls.custom', 'messages.role.function']);
   });
 
   it('reads a completed response: text, function calls as tool calls, usage', () => {

@@ -98,7 +98,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: AppContext, option
           includeUsage: streamOptions?.include_usage === true,
           buffered: outputSchema !== undefined && outputSchema !== null,
           maxWaitMs, keepAliveMs: options.keepAliveMs, hub: options.streamHub ?? defaultStreamHub, start: created.start,
-          cursor: created.replayed === 'true' ? lastEventIdCursor(request) : null,
+          cursor: created.replayed === 'true' ? lastEventIdCursor(request) : null, follower: created.replayed === 'true',
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: created.replayed });

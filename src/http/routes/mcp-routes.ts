@@ -19,8 +19,9 @@
  *   else the `Idempotency-Key` header, else the fingerprint of (server,
  *   tool, canonical arguments) in the keyless window. The executor runs
  *   the upstream call as the job's attempt; the answer is the stored
- *   `CallToolResult`, or a tool result with `isError: true` naming the job
- *   when its outcome is unknown.
+ *   `CallToolResult`, a tool result with `isError: true` naming the job
+ *   when its outcome is unknown, or one saying the job is still running
+ *   (and how to follow it) when the wait ended first.
  *
  * Authentication is the scope's (build-app.ts): the route is read-only
  * allowed, and a read-only token may list tools and call read-only ones only.
@@ -30,12 +31,14 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { isOnejobError, OnejobError } from '../../core/errors.ts';
-import { fingerprint } from '../../core/fingerprint.ts';
+import { fingerprint, isKeylessIdempotencyKey } from '../../core/fingerprint.ts';
 import type { JobWithAttempts } from '../../core/types.ts';
 import type { McpUpstreams } from '../../providers/mcp/mcp-upstreams.ts';
 import { MCP_IDEMPOTENCY_KEY_META, mcpRouteOf, parseMcpToolName } from '../../providers/mcp/mcp-tool-provider.ts';
 import { tracedCreateJob } from '../../tracing/tracing.ts';
+import { DEFAULT_MCP_STREAM_LIFETIME_MS } from '../../config/config.ts';
 import type { AppContext } from '../app-context.ts';
+import { OwnerSlots } from '../owner-slots.ts';
 import { requestPrincipal, type Principal } from '../request-owner.ts';
 import { IDEMPOTENCY_KEY_PATTERN, idempotencyKeyOf, waitForJob, type CreationKey } from './job-routes.ts';
 
@@ -48,15 +51,22 @@ export interface McpRoutesOptions {
   readonly maxWaitMs?: number | undefined;
   /** The keep-alive comment interval of a `GET /mcp` stream. Default the SDK's (15 s). */
   readonly keepAliveMs?: number | undefined;
+  /** How long a `GET /mcp` stream stays open; then it ends (the client opens another). Default `eventFeeds.lifetimeMs` (1 h). */
+  readonly streamLifetimeMs?: number | undefined;
 }
 
-/** The `_meta` members onejob adds to every tool result it answers for a job. */
-export const MCP_JOB_META = { jobId: 'onejob/jobId', idempotencyKey: MCP_IDEMPOTENCY_KEY_META, replayed: 'onejob/replayed', state: 'onejob/state' } as const;
+/** The `_meta` members onejob adds to every tool result it answers for a job (and, on a "still running" one, where to follow it). */
+export const MCP_JOB_META = {
+  jobId: 'onejob/jobId', idempotencyKey: MCP_IDEMPOTENCY_KEY_META, replayed: 'onejob/replayed', state: 'onejob/state', followUrl: 'onejob/followUrl',
+} as const;
 
 /** Registers `POST`, `GET` and `DELETE /mcp` in an authenticated scope. */
 export function registerMcpRoutes(app: FastifyInstance, ctx: AppContext, upstreams: McpUpstreams | null, options: McpRoutesOptions = {}): void {
   const maxWaitMs = options.maxWaitMs ?? ctx.config.chatMaxWaitMs;
-  const listeners = new ListChangedListeners(options.keepAliveMs);
+  // GET /mcp streams: the /v1/events rule (eventFeeds.maxPerOwner per owner, read-only tokens included), and a lifetime.
+  const slots = new OwnerSlots('MCP streams', ctx.config.eventFeeds.maxPerOwner, 'eventFeeds.maxPerOwner');
+  const lifetimeMs = options.streamLifetimeMs ?? ctx.config.eventFeeds.lifetimeMs ?? DEFAULT_MCP_STREAM_LIFETIME_MS;
+  const listeners = new ListChangedListeners(options.keepAliveMs, lifetimeMs);
   const unsubscribe = upstreams?.onToolsChanged((server) => {
     app.log.info({ mcp_server: server, listeners: listeners.size }, 'an MCP server\'s tools changed: telling the connected clients');
     listeners.notify();
@@ -89,6 +99,9 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: AppContext, upstrea
     config: { readOnlyAllowed: true },
     schema: { hide: true },
     handler: async (request, reply) => {
+      // Refused (429) before anything is written; the slot is given back when the stream ends.
+      const release = slots.take(requestPrincipal(request).owner);
+      reply.raw.on('close', release);
       reply.raw.setHeader('x-request-id', request.id);
       reply.hijack();
       await listeners.open(request, reply);
@@ -106,9 +119,11 @@ export function registerMcpRoutes(app: FastifyInstance, ctx: AppContext, upstrea
 class ListChangedListeners {
   readonly #open = new Set<{ server: Server; transport: StreamableHTTPServerTransport }>();
   readonly #keepAliveMs: number | undefined;
+  readonly #lifetimeMs: number;
 
-  constructor(keepAliveMs: number | undefined) {
+  constructor(keepAliveMs: number | undefined, lifetimeMs: number) {
     this.#keepAliveMs = keepAliveMs;
+    this.#lifetimeMs = lifetimeMs;
   }
 
   get size(): number {
@@ -119,7 +134,11 @@ class ListChangedListeners {
     const server = new Server({ name: 'onejob', version: '1' }, { capabilities: { tools: { listChanged: true } } });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, ...(this.#keepAliveMs === undefined ? {} : { keepAliveMs: this.#keepAliveMs }) });
     const entry = { server, transport };
+    // A stream does not live for ever: past its lifetime it ends, and the client opens a new one.
+    const expire = setTimeout(() => reply.raw.end(), this.#lifetimeMs);
+    expire.unref();
     reply.raw.on('close', () => {
+      clearTimeout(expire);
       this.#open.delete(entry);
       void transport.close().catch(() => undefined);
       void server.close().catch(() => undefined);
@@ -225,7 +244,7 @@ async function callTool(g: GatewayRequest, params: { name: string; arguments?: R
   } : undefined;
   if (start) setImmediate(start);
   const settled = await waitForJob(ctx, request, reply, job, g.maxWaitMs, start);
-  return toolAnswerOf(settled, !created);
+  return toolAnswerOf(settled, !created, g.maxWaitMs);
 }
 
 /** The key of a tool call (CONTRACT §14): `_meta`'s, the header's, else the keyless fingerprint (always on for /mcp). */
@@ -248,10 +267,15 @@ function toolCallKey(g: GatewayRequest, meta: Record<string, unknown> | undefine
  *   received, or an operator's resolution: a result that is not a tool
  *   result is given as its JSON text and `structuredContent`);
  * - unknown: `isError: true`, naming the job and saying the outcome is unknown;
- * - failed, cancelled, still running: a JSON-RPC error with `data.code`.
- * Every tool result carries `_meta["onejob/jobId"]`, `["onejob/idempotencyKey"]`, `["onejob/replayed"]`.
+ * - still running when the wait (`waitedMs`) ended: a tool result (not an
+ *   error: an error invites the model to call again, perhaps with other
+ *   arguments, a second job) naming the job, saying it is still running and
+ *   how to follow it (repeat this exact call, or `GET /v1/jobs/{id}?wait=…`,
+ *   also in `_meta["onejob/followUrl"]`);
+ * - failed, cancelled: a JSON-RPC error with `data.code`.
+ * Every tool result carries `_meta["onejob/jobId"]`, `["onejob/idempotencyKey"]`, `["onejob/replayed"]`, `["onejob/state"]`.
  */
-export function toolAnswerOf(job: JobWithAttempts, replayed: boolean): CallToolResult {
+export function toolAnswerOf(job: JobWithAttempts, replayed: boolean, waitedMs?: number): CallToolResult {
   const meta = { [MCP_JOB_META.jobId]: job.id, [MCP_JOB_META.idempotencyKey]: job.idempotencyKey, [MCP_JOB_META.replayed]: replayed, [MCP_JOB_META.state]: job.state };
   const details = { job_id: job.id, idempotency_key: job.idempotencyKey };
   switch (job.state) {
@@ -277,8 +301,21 @@ export function toolAnswerOf(job: JobWithAttempts, replayed: boolean): CallToolR
       throw new McpError(ErrorCode.InternalError, `job ${job.id} failed: ${job.error?.message ?? 'the tool call failed'}`, { code: 'job_failed', ...details, job_error: job.error });
     case 'cancelled':
       throw new McpError(ErrorCode.InvalidRequest, `job ${job.id} was cancelled`, { code: 'job_finished', ...details, state: job.state });
-    default:
-      throw new McpError(ErrorCode.InternalError, `job ${job.id} is still ${job.state}; repeat the call (the same key or arguments) to keep waiting`, { code: 'attempt_in_flight', ...details, state: job.state });
+    default: {
+      const followUrl = `/v1/jobs/${job.id}`;
+      const waited = waitedMs === undefined ? '' : ` onejob waited ${Math.round(waitedMs / 1000)} s for it.`;
+      return {
+        content: [{
+          type: 'text',
+          text: `onejob: this tool call is still running (job ${job.id}, ${job.state}); it has not finished yet and it is not a failure.${waited} ` +
+            'It runs once: do not call the tool again with other arguments, which would be a second, separate call. ' +
+            `To get its result, repeat this exact call (${isKeylessIdempotencyKey(job.idempotencyKey) ? 'the same tool and arguments' : `the same tool, arguments and idempotency key ${job.idempotencyKey}`}): ` +
+            'it waits for this job and runs nothing again. ' +
+            `Or follow the job over onejob's API: GET ${followUrl}?wait=30.`,
+        }],
+        _meta: { ...meta, [MCP_JOB_META.followUrl]: followUrl },
+      };
+    }
   }
 }
 

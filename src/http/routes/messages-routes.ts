@@ -148,7 +148,7 @@ export function registerMessagesRoutes(app: FastifyInstance, ctx: AppContext, op
           ctx, request, reply, job: job.job, encoder: 'messages', model: translated.model, id: messageId(job.job.id),
           buffered: outputSchema !== undefined && outputSchema !== null, maxWaitMs, start: job.start,
           keepAliveMs: options.keepAliveMs, hub: options.streamHub,
-          cursor: job.replayed === 'true' ? lastEventIdCursor(request) : null,
+          cursor: job.replayed === 'true' ? lastEventIdCursor(request) : null, follower: job.replayed === 'true',
         });
         if (r.streamed) {
           ctx.metrics.chatRequests.inc({ outcome: 'streamed', replayed: job.replayed });

@@ -99,17 +99,36 @@ function memberRejection(member: string, reason: string): Error {
   });
 }
 
-function responseNotFound(id: string): OnejobError {
-  return new OnejobError('job_not_found', `no response ${id}`, { details: { response_id: id } });
+/** `404 job_not_found`; a resume (`?stream=true`) is `404 not_found`, as every resume that names nothing (CONTRACT §15). */
+function responseNotFound(id: string, resume = false): OnejobError {
+  return resume
+    ? new OnejobError('not_found', `no response ${id} of yours to follow: a resume never starts work`, { details: { response_id: id } })
+    : new OnejobError('job_not_found', `no response ${id}`, { details: { response_id: id } });
 }
 
 /** A Responses job of the owner and its record; `404` for an id that names none (another owner's, unknown, not a Responses job). */
-async function loadResponseJob(ctx: AppContext, ownerId: string, id: string): Promise<{ job: JobWithAttempts; record: ResponsesRecord }> {
+async function loadResponseJob(ctx: AppContext, ownerId: string, id: string, resume = false): Promise<{ job: JobWithAttempts; record: ResponsesRecord }> {
   const jobId = jobIdOfResponse(id);
   const job = jobId === null ? null : await ctx.store.getJob(ownerId, jobId);
   const record = job === null ? null : responsesRecordOf(job.metadata);
-  if (job === null || record === null) throw responseNotFound(id);
+  if (job === null || record === null) throw responseNotFound(id, resume);
   return { job, record };
+}
+
+/**
+ * A continued conversation is bounded (issue 35): `previous_response_id`
+ * expanded with this request's input may not exceed `maxConversationBytes`
+ * of JSON (default `gatewayBodyLimitBytes`).
+ *
+ * @throws OnejobError `conversation_too_large` (413), naming both sizes and what to do.
+ */
+function checkConversationSize(ctx: AppContext, messages: unknown, previousId: string): void {
+  const max = ctx.config.maxConversationBytes ?? ctx.config.gatewayBodyLimitBytes;
+  const bytes = Buffer.byteLength(JSON.stringify(messages));
+  if (bytes <= max) return;
+  throw new OnejobError('conversation_too_large', `the conversation continued from ${previousId} with this input is ${bytes} bytes, more than maxConversationBytes (${max}): start a new conversation (no previous_response_id) with a summary of this one, or raise maxConversationBytes`, {
+    details: { previous_response_id: previousId, bytes, max_bytes: max },
+  });
 }
 
 /** When a job's answer was decided (its winner finished, else its terminal write), or null while it is not. */
@@ -223,6 +242,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
         : body.input;
       const t = responsesRequestToChatInput(input === body.input ? body : { ...body, input }, previous);
       if (!t.ok) throw memberRejection(t.member, t.message);
+      if (previous !== null) checkConversationSize(ctx, t.input.messages, previousId as string);
       // The fingerprint is the body's intent: createChatJob leaves stream, background and stream_options out (CONTRACT §13).
       const created = await createChatJob(ctx, request, reply, {
         endpoint: 'responses', model: t.model, input: t.input, body, ...key, metadata: { [RESPONSES_RECORD_KEY]: t.record },
@@ -233,7 +253,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
         const enc = new ResponsesStreamEncoder({ job: { jobId: created.job.id, createdAt: created.job.createdAt, record }, completedAt: completedAtOf(created.job) });
         // A duplicate with Last-Event-ID resumes after that event (CONTRACT §13), as on chat and messages.
         const r = await streamJobResponse({
-          ctx, request, reply, job: created.job, encoder: 'responses', responses: enc, model: t.model, cursor: lastEventIdCursor(request),
+          ctx, request, reply, job: created.job, encoder: 'responses', responses: enc, model: t.model, cursor: lastEventIdCursor(request), follower: created.replayed === 'true',
           buffered: bufferedRoute(ctx, created.job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, start: created.start,
         });
         if (r.streamed) {
@@ -266,7 +286,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       response: { 200: responseSchema, ...errorResponses },
     },
     handler: async (request, reply) => {
-      const { job, record } = await loadResponseJob(ctx, requestOwner(request), request.params.id);
+      const { job, record } = await loadResponseJob(ctx, requestOwner(request), request.params.id, request.query.stream === true);
       bindLog(request, reply, { job_id: job.id });
       if (request.query.stream !== true) return responseOfJob(job, record);
       const view = { job: { jobId: job.id, createdAt: job.createdAt, record }, completedAt: completedAtOf(job) };
@@ -276,7 +296,7 @@ export function registerResponsesRoutes(app: FastifyInstance, ctx: AppContext, o
       const cursor = after !== undefined ? { attemptNumber: null, ordinal: after + 1 } : lastEventIdCursor(request);
       const r = await streamJobResponse({
         ctx, request, reply, job, encoder: 'responses', responses: new ResponsesStreamEncoder(view), model: record.model, cursor,
-        buffered: bufferedRoute(ctx, job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, endInStream: true,
+        buffered: bufferedRoute(ctx, job.route), maxWaitMs, keepAliveMs: options.keepAliveMs, hub, endInStream: true, follower: true,
       });
       if (r.streamed) return reply;
       return sendEvents(reply, endingEvents(new ResponsesStreamEncoder({ ...view, startingAfter: after }), r.job, maxWaitMs));

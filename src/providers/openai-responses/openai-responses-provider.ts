@@ -3,8 +3,10 @@
  * upstream, in background mode, so that every attempt can be asked about.
  *
  * - Create: `POST {baseUrl}/responses` with the chat job translated
- *   (`src/protocols/responses-upstream.ts`), `background: true`, `store:
- *   true` and `metadata.onejob_attempt_id`. The `resp_…` id is the attempt's
+ *   (`./responses-upstream.ts`, an allow-list: a member it cannot send as
+ *   given skips the provider), `background: true`, `store: true` (a
+ *   caller's `store: false` skips it) and `metadata.onejob_attempt_id`
+ *   beside the caller's metadata. The `resp_…` id is the attempt's
  *   `provider_request_id`, recorded the moment it arrives, before the wait.
  * - Follow, by the provider's `follow` setting:
  *   - `"stream"` (the default): the create also says `stream: true`; the id
@@ -26,7 +28,7 @@ import { CompletionAccumulator } from '../completion-accumulator.ts';
 import { createProviderAgent, postJson, type HttpExchange } from '../http-exchange.ts';
 import { DEFAULT_PROVIDER_IDLE_TIMEOUT_MS, DEFAULT_PROVIDER_TIMEOUT_MS, type OpenAIResponsesProviderConfig, type ResponsesFollow } from '../provider-config.ts';
 import type { ChatDeltaListener, ChatRequest, LookupAnswer, LookupRequest, NormalizedCompletion, Provider, ProviderOutcome, ProviderRequest, StopRequest } from '../provider.ts';
-import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers } from '../../protocols/responses-upstream.ts';
+import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers, RESPONSES_ATTEMPT_METADATA_KEY } from './responses-upstream.ts';
 import { DEFAULT_TASK_POLL_INTERVAL_MS } from '../task/task-provider.ts';
 import { abortableSleep } from '../abortable-sleep.ts';
 import { followResponseStream } from './response-stream-follower.ts';
@@ -119,12 +121,13 @@ export class OpenAIResponsesProvider implements Provider {
     const unsupported = this.unsupportedMembers(request.input);
     const invalid = invalidChatRequestReason(request.input) ?? (unsupported.length > 0 ? `the Responses API cannot express ${unsupported.map((m) => `"${m}"`).join(', ')}` : null);
     if (invalid !== null) return failure('invalid_input', `${this.name}: ${invalid}`, { provider: this.name, phase: 'before_send' });
+    const translated = chatToResponsesRequest(request.input);
     const body = {
-      ...chatToResponsesRequest(request.input),
+      ...translated,
       model: this.model,
       background: true,
       store: true,
-      metadata: { onejob_attempt_id: request.attemptId },
+      metadata: { ...(translated.metadata ?? {}), [RESPONSES_ATTEMPT_METADATA_KEY]: request.attemptId },
     };
     const createHeaders = mergeHeaders(this.#headers(), attemptHeaders(request));
     if (this.follow === 'stream') {

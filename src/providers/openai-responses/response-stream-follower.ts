@@ -30,7 +30,7 @@ import { ambiguous, failure, outcomeFromExchange } from '../classify-outcome.ts'
 import { CompletionAccumulator } from '../completion-accumulator.ts';
 import { postJson, type HttpExchange } from '../http-exchange.ts';
 import type { ChatDelta, ChatDeltaListener, ProviderErrorDetails, ProviderOutcome, ProviderRequest } from '../provider.ts';
-import { ResponsesStreamReader, type ResponsesStreamStep } from '../../protocols/responses-upstream.ts';
+import { ResponsesStreamReader, type ResponsesStreamStep } from './responses-upstream.ts';
 
 /** Resumes in a row that receive no new event before the attempt is given up as `unknown` (the lookup takes over). */
 export const MAX_RESUMES_WITHOUT_PROGRESS = 5;

@@ -30,7 +30,7 @@ export const OPENAI_PROTOCOL: WireProtocol = {
   url: (baseUrl) => openAIChatCompletionsUrl(baseUrl),
   headers: {},
   authHeaders: (apiKey) => ({ authorization: `Bearer ${apiKey}` }),
-  unsupportedMembers: (input) => unsupportedOpenAIMembers(input),
+  unsupportedMembers: (input, config) => unsupportedOpenAIMembers(input, config.lookup === 'stored-completions'),
   body: (input, config, stream, attempt) => {
     const body = buildOpenAIRequestBody(input, config.model, stream);
     return { body: config.lookup === 'stored-completions' ? storedCompletionBody(body, attempt.attemptId) : body };
@@ -118,13 +118,25 @@ export function openAIChatCompletionsUrl(baseUrl: string): URL {
 }
 
 /**
- * The members of `input` an OpenAI-compatible server cannot be sent: only
- * the Anthropic-only ones ({@link ANTHROPIC_ONLY_MEMBERS}); everything else
- * passes through, and a server that does not know a member rejects it (400,
- * a definite failure), which is never a silent drop.
+ * The members of `input` an OpenAI-compatible server cannot be sent as
+ * given: the Anthropic-only ones ({@link ANTHROPIC_ONLY_MEMBERS}), and on a
+ * provider that stores its completions (`lookup: "stored-completions"`,
+ * whose lookup needs `store: true`) a caller's `store: false` and a
+ * `metadata` that sets the provider's own `onejob_attempt_id` (CONTRACT
+ * §15). Everything else is the protocol's own and passes through as given
+ * (the allow-list of this type is the protocol: a server that does not know
+ * a member rejects it, 400, a definite failure, never a silent drop).
+ *
+ * @example unsupportedOpenAIMembers({ messages, store: false }, true) // ['store']
  */
-export function unsupportedOpenAIMembers(input: ChatRequest): string[] {
-  return ANTHROPIC_ONLY_MEMBERS.filter((m) => input[m] !== undefined && input[m] !== null);
+export function unsupportedOpenAIMembers(input: ChatRequest, storesCompletions = false): string[] {
+  const out = ANTHROPIC_ONLY_MEMBERS.filter((m) => input[m] !== undefined && input[m] !== null);
+  if (storesCompletions) {
+    if (input.store === false) out.push('store');
+    const metadata = input.metadata as unknown;
+    if (typeof metadata === 'object' && metadata !== null && Object.hasOwn(metadata, 'onejob_attempt_id')) out.push('metadata.onejob_attempt_id');
+  }
+  return out;
 }
 
 /**

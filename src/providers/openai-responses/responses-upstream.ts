@@ -3,14 +3,17 @@
  * `openai-responses` provider type): a chat job's input (an OpenAI Chat
  * Completions request) as a Responses request, and a Responses `Response`,
  * or its event stream ({@link ResponsesStreamReader}), as the deltas a chat
- * answer reads as. Typed from the `openai` package's
- * Responses types (STYLE example 20). The inbound direction (the
- * `/v1/responses` endpoint) is its own module.
+ * answer reads as. Typed from the `openai` package's Responses types (STYLE
+ * example 20). Only this provider uses it; the inbound direction (the
+ * `/v1/responses` endpoint) is `src/protocols/openai-responses.ts`.
  *
- * Members Chat Completions has and Responses cannot express (`n`, `stop`,
- * `logprobs`, penalties, `seed`, `logit_bias`, audio) are listed by
- * {@link responsesUnsupportedMembers}: the router skips the provider for
- * them rather than drop them.
+ * What is sent is an ALLOW-list (CONTRACT §15): the members
+ * {@link chatToResponsesRequest} carries, each with its Responses spelling
+ * (docs/providers.md). Any other member with a value, and any value of a
+ * carried one it cannot pass on as given (`store: false`: this provider's
+ * lookup needs the response stored; a custom tool; a message part it has no
+ * input type for), is named by {@link responsesUnsupportedMembers}: the
+ * router skips the provider with `unsupported:<member>` rather than drop it.
  */
 import type {
   EasyInputMessage,
@@ -20,29 +23,108 @@ import type {
   ResponseInputItem,
   ResponseStreamEvent,
 } from 'openai/resources/responses/responses';
-import type { ChatDelta, ChatRequest } from '../providers/provider.ts';
-import { usageOf } from '../providers/completion-accumulator.ts';
+import type { ChatDelta, ChatRequest } from '../provider.ts';
+import { usageOf } from '../completion-accumulator.ts';
 
-/** Chat members the Responses API has no equivalent for. */
-export const RESPONSES_UNSUPPORTED_MEMBERS: readonly string[] = [
-  'n', 'stop', 'logprobs', 'top_logprobs', 'presence_penalty', 'frequency_penalty', 'seed', 'logit_bias', 'audio', 'modalities', 'prediction', 'thinking',
-];
+/** The metadata member the provider tags every response with (its lookup asks by it). */
+export const RESPONSES_ATTEMPT_METADATA_KEY = 'onejob_attempt_id';
 
 /**
- * The members of a chat input a Responses upstream cannot express.
+ * Chat members a Responses request carries (see {@link chatToResponsesRequest}):
+ * the allow-list. `stream`, `stream_options` and `model` are the provider's own.
+ */
+export const RESPONSES_CARRIED_MEMBERS: ReadonlySet<string> = new Set([
+  'messages', 'temperature', 'top_p', 'max_tokens', 'max_completion_tokens', 'tools', 'tool_choice', 'response_format',
+  'parallel_tool_calls', 'user', 'safety_identifier', 'service_tier', 'prompt_cache_key', 'prompt_cache_retention',
+  'reasoning_effort', 'verbosity', 'metadata', 'store',
+  'stream', 'stream_options', 'model',
+]);
+
+/** Members whose value asks for nothing beyond the default: expressible by sending nothing. */
+const NEUTRAL_VALUES: Readonly<Record<string, (v: unknown) => boolean>> = {
+  n: (v) => v === 1,
+  logprobs: (v) => v === false,
+  frequency_penalty: (v) => v === 0,
+  presence_penalty: (v) => v === 0,
+  logit_bias: (v) => typeof v === 'object' && v !== null && Object.keys(v).length === 0,
+  modalities: (v) => Array.isArray(v) && v.every((m) => m === 'text'),
+};
+
+/** Content part types of a chat message the translation has a Responses input type for. */
+const CARRIED_PARTS = new Set(['text', 'image_url']);
+
+/**
+ * The members of a (valid) chat input a Responses upstream cannot be sent as
+ * given, by name: top-level members not on the allow-list (`n`, `stop`,
+ * `seed`, `audio`, `web_search_options`, …), `store` when `false` (the
+ * provider stores every response: its lookup reads it back), a `metadata`
+ * that is not an object of strings or that sets the provider's own key, and
+ * inside messages and tools `messages.role.function`, `messages.name`,
+ * `messages.function_call`, `messages.audio`, `messages.content.<part type>`,
+ * `messages.tool_calls.<type>`, `tools.<type>`, `tool_choice.<type>`,
+ * `tool_choice.allowed_tools.<type>`, `response_format.<type>`. Null members
+ * and neutral values (`n: 1`, `logprobs: false`, …) are fine.
  *
- * @example responsesUnsupportedMembers({ messages, n: 2 }) // ['n']
+ * @example responsesUnsupportedMembers({ messages, n: 2, store: false, seed: 7 }) // ['n', 'store', 'seed']
  */
 export function responsesUnsupportedMembers(input: ChatRequest): string[] {
-  return RESPONSES_UNSUPPORTED_MEMBERS.filter((m) => input[m] !== undefined && input[m] !== null && !(m === 'n' && input[m] === 1) && !(m === 'logprobs' && input[m] === false));
+  const out = new Set<string>();
+  for (const [key, value] of Object.entries(input)) {
+    if (value === null || value === undefined) continue;
+    if (RESPONSES_CARRIED_MEMBERS.has(key)) continue;
+    if (NEUTRAL_VALUES[key]?.(value) === true) continue;
+    out.add(key);
+  }
+  if (input.store === false) out.add('store');
+  const metadata = input.metadata as unknown;
+  if (metadata !== undefined && metadata !== null) {
+    if (typeof metadata !== 'object' || Array.isArray(metadata) || !Object.values(metadata).every((v) => typeof v === 'string')) out.add('metadata');
+    else if (Object.hasOwn(metadata, RESPONSES_ATTEMPT_METADATA_KEY)) out.add(`metadata.${RESPONSES_ATTEMPT_METADATA_KEY}`);
+  }
+  for (const m of input.messages) {
+    const message = m as unknown as Record<string, unknown>;
+    if (message.role === 'function') out.add('messages.role.function');
+    if (typeof message.name === 'string') out.add('messages.name');
+    if (message.function_call !== undefined && message.function_call !== null) out.add('messages.function_call');
+    if (message.audio !== undefined && message.audio !== null) out.add('messages.audio');
+    if (Array.isArray(message.content)) {
+      for (const part of message.content as { type?: unknown }[]) {
+        const type = String(part?.type);
+        // An assistant's refusal part is its text, as the translation reads it.
+        if (!CARRIED_PARTS.has(type) && !(type === 'refusal' && message.role === 'assistant')) out.add(`messages.content.${type}`);
+      }
+    }
+    for (const call of (Array.isArray(message.tool_calls) ? message.tool_calls : []) as { type?: unknown }[]) {
+      if (call?.type !== undefined && call.type !== 'function') out.add(`messages.tool_calls.${String(call.type)}`);
+    }
+  }
+  for (const tool of (Array.isArray(input.tools) ? input.tools : []) as { type?: unknown }[]) {
+    if (tool?.type !== 'function') out.add(`tools.${String(tool?.type)}`);
+  }
+  const choice = input.tool_choice as unknown;
+  if (typeof choice === 'object' && choice !== null) {
+    const c = choice as { type?: unknown; allowed_tools?: { tools?: unknown } };
+    if (c.type === 'allowed_tools') {
+      for (const t of (Array.isArray(c.allowed_tools?.tools) ? c.allowed_tools.tools : []) as { type?: unknown }[]) {
+        if (t?.type !== 'function') out.add(`tool_choice.allowed_tools.${String(t?.type)}`);
+      }
+    } else if (c.type !== 'function') out.add(`tool_choice.${String(c.type)}`);
+  }
+  const format = input.response_format as { type?: unknown } | undefined | null;
+  if (format !== undefined && format !== null && format.type !== 'text' && format.type !== 'json_schema' && format.type !== 'json_object') {
+    out.add(`response_format.${String(format.type)}`);
+  }
+  return [...out];
 }
 
 /**
- * A chat request as a Responses request body (without `model`, `background`,
- * `store`, `metadata`: the provider adds them).
+ * A chat request as a Responses request body (without `model`, `background`
+ * and `store`, which the provider sets, and with the caller's `metadata`
+ * only: the provider adds its own key). Check {@link responsesUnsupportedMembers}
+ * first: what it names is not translated here.
  *
- * @example chatToResponsesRequest({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 })
- * // { input: [{ role: 'user', content: 'hi' }], max_output_tokens: 50 }
+ * @example chatToResponsesRequest({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 50, reasoning_effort: 'low' })
+ * // { input: [{ role: 'user', content: 'hi' }], max_output_tokens: 50, reasoning: { effort: 'low' } }
  */
 export function chatToResponsesRequest(input: ChatRequest): Omit<ResponseCreateParamsBase, 'model'> {
   const items: ResponseInputItem[] = [];
@@ -79,15 +161,27 @@ export function chatToResponsesRequest(input: ChatRequest): Omit<ResponseCreateP
   }
   const choice = input.tool_choice as unknown;
   if (choice === 'auto' || choice === 'none' || choice === 'required') body.tool_choice = choice;
-  else if (typeof choice === 'object' && choice !== null && (choice as { function?: { name?: string } }).function?.name) {
-    body.tool_choice = { type: 'function', name: (choice as { function: { name: string } }).function.name };
+  else if (typeof choice === 'object' && choice !== null) {
+    const c = choice as { type?: string; function?: { name?: string }; allowed_tools?: { mode?: string; tools?: { function?: { name?: string } }[] } };
+    if (c.type === 'allowed_tools' && c.allowed_tools) {
+      body.tool_choice = { type: 'allowed_tools', mode: c.allowed_tools.mode, tools: (c.allowed_tools.tools ?? []).map((t) => ({ type: 'function', name: t.function?.name ?? '' })) };
+    } else if (c.function?.name) body.tool_choice = { type: 'function', name: c.function.name };
   }
-  const format = input.response_format as { type?: string; json_schema?: { name: string; schema?: unknown; strict?: boolean | null } } | undefined;
+  const text: Record<string, unknown> = {};
+  const format = input.response_format as { type?: string; json_schema?: { name: string; description?: string; schema?: unknown; strict?: boolean | null } } | undefined;
   if (format?.type === 'json_schema' && format.json_schema) {
-    body.text = { format: { type: 'json_schema', name: format.json_schema.name, schema: format.json_schema.schema ?? {}, strict: format.json_schema.strict ?? null } };
-  } else if (format?.type === 'json_object') body.text = { format: { type: 'json_object' } };
+    const s = format.json_schema;
+    text.format = { type: 'json_schema', name: s.name, ...(typeof s.description === 'string' ? { description: s.description } : {}), schema: s.schema ?? {}, strict: s.strict ?? null };
+  } else if (format?.type === 'json_object') text.format = { type: 'json_object' };
+  if (typeof input.verbosity === 'string') text.verbosity = input.verbosity;
+  if (Object.keys(text).length > 0) body.text = text;
+  if (typeof input.reasoning_effort === 'string') body.reasoning = { effort: input.reasoning_effort };
   if (typeof input.parallel_tool_calls === 'boolean') body.parallel_tool_calls = input.parallel_tool_calls;
-  if (typeof input.user === 'string') body.user = input.user;
+  for (const key of ['user', 'safety_identifier', 'service_tier', 'prompt_cache_key', 'prompt_cache_retention'] as const) {
+    if (typeof input[key] === 'string') body[key] = input[key];
+  }
+  const metadata = input.metadata as unknown;
+  if (typeof metadata === 'object' && metadata !== null && !Array.isArray(metadata)) body.metadata = { ...metadata };
   return body as Omit<ResponseCreateParamsBase, 'model'>;
 }
 
