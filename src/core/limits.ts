@@ -33,6 +33,9 @@ export const DEFAULT_MAX_OUTPUT_TOKENS = 4096;
 /** Input bytes per estimated token: UTF-8 bytes ÷ 3, rounded up. */
 export const BYTES_PER_TOKEN = 3;
 
+/** The sliding window of `requestsPerMinute`. */
+export const REQUESTS_WINDOW_MS = 60_000;
+
 /** How close a window's end must be for a `budget_exceeded` refusal to carry `Retry-After` (CONTRACT §16). */
 export const RETRY_AFTER_WITHIN_MS = 3_600_000;
 
