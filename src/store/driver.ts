@@ -206,6 +206,8 @@ export interface OwnerUse {
   readonly month: { readonly spentMicros: number; readonly reservedMicros: number };
   readonly inFlight: number;
   readonly createdSince: number;
+  /** When the oldest of those jobs was created (null: none): the requests-per-minute window frees a place 60 s after it. */
+  readonly oldestCreatedAt: Date | null;
 }
 
 /** The lease an executor must still hold for a fenced write. */

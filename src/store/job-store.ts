@@ -25,7 +25,8 @@ import type { TokenUsage } from '../core/usage.ts';
 import { Insights, type RecordLateUsageParams } from './insights.ts';
 import { hasSpendLimit, REQUESTS_WINDOW_MS, reservationFor, windowsAt, type SpendPolicy } from '../core/limits.ts';
 import { exhaustedError, refusedGate, spendGate } from './spend-gate.ts';
-import { budgetRefused, isBudgetRefusal } from './spend-refusal.ts';
+import { isBudgetRefusal } from './spend-refusal.ts';
+import { admitCreate, budgetExceeded, hasAdmissionLimit } from './admission.ts';
 import { withAttempts } from './with-attempts.ts';
 import type { CertificationRow, Driver, DriverQueries, OwnerUse, EventInsertRow, JobInsertRow, MigrationResult, StreamBatchRow } from './driver.ts';
 import { isCertificationBound } from './store.ts';
@@ -166,10 +167,16 @@ export class JobStore implements Store {
       createdAt: this.#clock.now(),
       traceContext: p.traceContext ?? null,
     };
+    // Requests per minute and concurrency (CONTRACT §16): a replay or a join is never refused nor counted.
+    const limits = this.#spend?.limitsOf(p.ownerId);
+    const admission = limits && hasAdmissionLimit(limits) && round === 1 && !(await this.#existing(p, row.idempotencyKey, fp))
+      ? admitCreate(limits, (await this.ownerUse(p.ownerId)).use, this.#clock.now(), p.whenBusy ?? 'queue')
+      : 'admit';
     if (p.keyless) return this.#createKeyless(p, { ...row, keylessFingerprint: fp }, p.keyless.windowMs);
     // Under a spend limit the first attempt is written (and reserved) with its job, leased here or not: a refusal creates nothing.
-    const lease = p.firstAttempt;
-    const reserving = this.#spend !== undefined && hasSpendLimit(this.#spend.limitsOf(p.ownerId));
+    // An owner at its concurrency: the job waits queued (its first attempt is reserved when claimed).
+    const lease = admission === 'queue' ? undefined : p.firstAttempt;
+    const reserving = admission === 'admit' && limits !== undefined && hasSpendLimit(limits);
     const first = lease || reserving ? await this.#firstProvider(p, lease?.eligible ?? p.eligible ?? everyProviderEligible) : null;
     if (first !== null) {
       let leased: Awaited<ReturnType<DriverQueries['jobInsertLeased']>>;
@@ -180,8 +187,9 @@ export class JobStore implements Store {
           now: this.#clockStandIn(), reserve: reservationFor(this.#spend, p.ownerId, first, p.input),
         });
       } catch (e) {
-        if (isBudgetRefusal(e)) throw budgetRefused();
-        throw e;
+        if (!isBudgetRefusal(e)) throw e;
+        const { now, use } = await this.ownerUse(p.ownerId);
+        throw budgetExceeded(limits!, use, now, reservationFor(this.#spend, p.ownerId, first, p.input)?.micros ?? 0);
       }
       if (leased) {
         const job = { ...leased.job, attempts: [leased.attempt] };
@@ -213,6 +221,13 @@ export class JobStore implements Store {
     }
     const attempts = await q.attemptListByJob(existing.ownerId, existing.id);
     return { job: { ...existing, attempts }, created: false };
+  }
+
+  /** Whether the create would replay or join an existing job (so it is neither refused nor counted by the limits). */
+  async #existing(p: CreateJobParams, key: string, fp: string): Promise<boolean> {
+    const q = this.#driver.queries;
+    if (p.keyless) return (await q.jobGetByKeylessFingerprint({ ownerId: p.ownerId, fingerprint: fp, windowMs: p.keyless.windowMs, now: this.#clockStandIn() })) !== null;
+    return (await q.jobGetByKey(p.ownerId, key)) !== null;
   }
 
   /**
@@ -503,6 +518,9 @@ export class JobStore implements Store {
         const existing = await q.attemptListByJob(job.ownerId, job.id);
         let gate = gates.get(job.route);
         if (!gate) gates.set(job.route, (gate = await routingGate(q, gateOf(job.route))));
+        // An owner at its concurrency limit: its queued job waits (CONTRACT §16), counted in this transaction.
+        const cap = this.#spend?.limitsOf(job.ownerId).concurrency ?? null;
+        if (cap !== null && (await q.ownerUse({ ownerId: job.ownerId, day: '', month: '', createdSince: now })).inFlight >= cap) continue;
         const ownerGate = withInput(spendGate(this.#spend, job.ownerId, gate), job.input);
         changed.push(job);
         // A provider whose attempt the spend limit refused is skipped `budget_exceeded` (CONTRACT §16), and the next one tried.

@@ -63,6 +63,12 @@ export interface CreateJobCommonParams {
    */
   readonly eligible?: EligibilityCheck | undefined;
   /**
+   * An owner at its `concurrency` limit (CONTRACT §16): `refuse` answers
+   * `concurrency_limited` (a gateway request), `queue` (default) creates the
+   * job queued, its first attempt started when there is room (`POST /v1/jobs`).
+   */
+  readonly whenBusy?: 'refuse' | 'queue' | undefined;
+  /**
    * The fast path: write the job's first attempt with it, leased to this
    * executor, in the same commit, so the creating process calls the provider
    * at once (no claim). Skipped (the job is queued as usual) when the first

@@ -7,4 +7,5 @@ SELECT
   (SELECT spent_micros FROM spend_windows WHERE owner_id = @ownerId AND period = 'month' AND starts_on = @month) AS month_spent,
   (SELECT reserved_micros FROM spend_windows WHERE owner_id = @ownerId AND period = 'month' AND starts_on = @month) AS month_reserved,
   (SELECT count(*) FROM attempts WHERE owner_id = @ownerId AND state IN ('starting', 'running')) AS in_flight,
-  (SELECT count(*) FROM jobs WHERE owner_id = @ownerId AND created_at > @createdSince) AS created_since`;
+  (SELECT count(*) FROM jobs WHERE owner_id = @ownerId AND created_at > @createdSince) AS created_since,
+  (SELECT min(created_at) FROM jobs WHERE owner_id = @ownerId AND created_at > @createdSince) AS oldest_created`;

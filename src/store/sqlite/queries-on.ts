@@ -72,6 +72,7 @@ export function queriesOn(exec: (k: Kind, sql: string, args: unknown[]) => Promi
         day: { spentMicros: n(r.day_spent), reservedMicros: n(r.day_reserved) },
         month: { spentMicros: n(r.month_spent), reservedMicros: n(r.month_reserved) },
         inFlight: n(r.in_flight), createdSince: n(r.created_since),
+        oldestCreatedAt: r.oldest_created === null || r.oldest_created === undefined ? null : new Date(Number(r.oldest_created)),
       };
     },
     attemptListByJob: async (ownerId, jobId) => (await all(A.ATTEMPT_LIST_BY_JOB, ownerId, jobId)).map(toAttempt),
