@@ -1190,6 +1190,10 @@ export type paths = {
                                 in_use: number;
                                 limit: number | null;
                             };
+                            /** @description Extension: the owner's job-creating requests this process refused since it started, by code (budget_exceeded, concurrency_limited, rate_limited). */
+                            refusals?: {
+                                [key: string]: number;
+                            };
                             requests_per_minute: {
                                 limit: number | null;
                                 used: number;

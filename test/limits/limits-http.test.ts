@@ -116,6 +116,7 @@ for (const db of TEST_DATABASES) {
       const metrics = (await get('/metrics', 'tok_spender')).text;
       expect(metrics).toMatch(/onejob_limit_spend_usd\{owner="spender",window="day",kind="limit"\} /);
       expect(metrics).toMatch(/onejob_limit_refusals_total\{owner="spender",code="budget_exceeded"\} 2/);
+      expect((await limitsOf('tok_spender')).refusals).toEqual({ budget_exceeded: 2, concurrency_limited: 0, rate_limited: 0 });
     }, 60_000);
 
     it('100 concurrent distinct creates against 25 worst cases: ≤ the limit reserved+spent at every sample, refused ones 429 with no job, spent ≤ limit', async () => {

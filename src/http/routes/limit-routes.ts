@@ -42,6 +42,8 @@ const windowSchema = {
 
 /** The limit refusals on `/metrics`, and the per-owner gauges (registered once per registry). */
 const registered = new WeakMap<Metrics['registry'], Counter<'owner' | 'code'>>();
+/** The same refusals per owner, for `GET /v1/limits` (`refusals`: answered by this process since it started). */
+const refusedHere = new WeakMap<Metrics['registry'], Map<string, Record<string, number>>>();
 
 function limitMetrics(ctx: AppContext): Counter<'owner' | 'code'> {
   const { registry } = ctx.metrics;
@@ -94,10 +96,17 @@ const LIMIT_CODES = new Set(['budget_exceeded', 'concurrency_limited', 'rate_lim
 /** Registers `GET /v1/limits` and counts the limits' refusals of the `/v1` scope. */
 export function registerLimitRoutes(app: FastifyInstance, ctx: AppContext): void {
   const refusals = limitMetrics(ctx);
+  let here = refusedHere.get(ctx.metrics.registry);
+  if (!here) refusedHere.set(ctx.metrics.registry, (here = new Map()));
+  const byOwner = here;
   app.addHook('onError', async (request, _reply, error) => {
     if (!isOnejobError(error) || !LIMIT_CODES.has(error.code)) return;
     try {
-      refusals.inc({ owner: requestOwner(request), code: error.code });
+      const owner = requestOwner(request);
+      refusals.inc({ owner, code: error.code });
+      const counts = byOwner.get(owner) ?? {};
+      counts[error.code] = (counts[error.code] ?? 0) + 1;
+      byOwner.set(owner, counts);
     } catch {
       // No owner (cannot happen after authentication): nothing to count.
     }
@@ -115,6 +124,10 @@ export function registerLimitRoutes(app: FastifyInstance, ctx: AppContext): void
             spend_usd: { type: 'object', required: ['day', 'month'], properties: { day: windowSchema, month: windowSchema } },
             concurrency: { type: 'object', required: ['limit', 'in_use'], properties: { limit: { type: ['integer', 'null'] }, in_use: { type: 'integer' } } },
             requests_per_minute: { type: 'object', required: ['limit', 'used'], properties: { limit: { type: ['integer', 'null'] }, used: { type: 'integer' } } },
+            refusals: {
+              type: 'object', additionalProperties: { type: 'integer' },
+              description: "Extension: the owner's job-creating requests this process refused since it started, by code (budget_exceeded, concurrency_limited, rate_limited).",
+            },
           },
         },
         ...errorResponses,
@@ -123,7 +136,7 @@ export function registerLimitRoutes(app: FastifyInstance, ctx: AppContext): void
     handler: async (request) => {
       const owner = requestOwner(request);
       const { now, use } = await ctx.store.ownerUse(owner);
-      return limitsBody(limitsOf(ctx.config.limits, owner), use, now);
+      return { ...limitsBody(limitsOf(ctx.config.limits, owner), use, now), refusals: { budget_exceeded: 0, concurrency_limited: 0, rate_limited: 0, ...byOwner.get(owner) } };
     },
   });
 }
