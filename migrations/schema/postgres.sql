@@ -1,3 +1,13 @@
+CREATE FUNCTION public.onejob_first_attempt_reserved(reserved boolean) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF NOT reserved THEN
+    RAISE EXCEPTION 'budget_exceeded: the first attempt could not be reserved within the owner''s spend limit' USING ERRCODE = 'OJ429';
+  END IF;
+  RETURN true;
+END $$;
+
 CREATE FUNCTION public.onejob_job_notify() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -6,6 +16,49 @@ BEGIN
   RETURN NULL;
 END
 $$;
+
+CREATE FUNCTION public.onejob_spend_reserve() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  d text := to_char(NEW.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD');
+  m text := to_char(NEW.started_at AT TIME ZONE 'UTC', 'YYYY-MM-01');
+BEGIN
+  INSERT INTO spend_windows (owner_id, period, starts_on) VALUES (NEW.owner_id, 'day', d), (NEW.owner_id, 'month', m)
+    ON CONFLICT DO NOTHING;
+  -- Day first, then month: every writer locks an owner's two rows in this order.
+  UPDATE spend_windows SET reserved_micros = reserved_micros + NEW.reserve_micros
+    WHERE owner_id = NEW.owner_id AND period = 'day' AND starts_on = d
+      AND (NEW.spend_limit_day_micros IS NULL OR spent_micros + reserved_micros + NEW.reserve_micros <= NEW.spend_limit_day_micros);
+  IF NOT FOUND THEN RETURN NULL; END IF;
+  UPDATE spend_windows SET reserved_micros = reserved_micros + NEW.reserve_micros
+    WHERE owner_id = NEW.owner_id AND period = 'month' AND starts_on = m
+      AND (NEW.spend_limit_month_micros IS NULL OR spent_micros + reserved_micros + NEW.reserve_micros <= NEW.spend_limit_month_micros);
+  IF NOT FOUND THEN
+    UPDATE spend_windows SET reserved_micros = reserved_micros - NEW.reserve_micros
+      WHERE owner_id = NEW.owner_id AND period = 'day' AND starts_on = d;
+    RETURN NULL;
+  END IF;
+  RETURN NEW;
+END $$;
+
+CREATE FUNCTION public.onejob_spend_settle() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  held_old bigint := CASE WHEN OLD.state IN ('starting', 'running', 'unknown') THEN OLD.reserve_micros ELSE 0 END;
+  held_new bigint := CASE WHEN TG_OP = 'UPDATE' AND NEW.state IN ('starting', 'running', 'unknown') THEN NEW.reserve_micros ELSE 0 END;
+  dr bigint := held_new - held_old;
+  ds bigint := CASE WHEN TG_OP = 'UPDATE' THEN COALESCE(NEW.cost_micros, 0) - COALESCE(OLD.cost_micros, 0) ELSE 0 END;
+BEGIN
+  IF dr <> 0 OR ds <> 0 THEN
+    UPDATE spend_windows SET reserved_micros = reserved_micros + dr, spent_micros = spent_micros + ds
+      WHERE owner_id = OLD.owner_id AND period = 'day' AND starts_on = to_char(OLD.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD');
+    UPDATE spend_windows SET reserved_micros = reserved_micros + dr, spent_micros = spent_micros + ds
+      WHERE owner_id = OLD.owner_id AND period = 'month' AND starts_on = to_char(OLD.started_at AT TIME ZONE 'UTC', 'YYYY-MM-01');
+  END IF;
+  RETURN NULL;
+END $$;
 
 CREATE TABLE public.attempts (
     owner_id text NOT NULL,
@@ -35,6 +88,9 @@ CREATE TABLE public.attempts (
     lookup_count integer DEFAULT 0 NOT NULL,
     lookup_holder text,
     lookup_lease_expires_at timestamp with time zone,
+    reserve_micros bigint,
+    spend_limit_day_micros bigint,
+    spend_limit_month_micros bigint,
     CONSTRAINT attempts_completion_tokens_check CHECK ((completion_tokens >= 0)),
     CONSTRAINT attempts_cost_micros_check CHECK ((cost_micros >= 0)),
     CONSTRAINT attempts_cost_needs_usage CHECK (((cost_micros IS NULL) OR (prompt_tokens IS NOT NULL))),
@@ -45,8 +101,11 @@ CREATE TABLE public.attempts (
     CONSTRAINT attempts_lookup_lease_complete CHECK (((lookup_holder IS NULL) = (lookup_lease_expires_at IS NULL))),
     CONSTRAINT attempts_number_check CHECK ((number >= 1)),
     CONSTRAINT attempts_prompt_tokens_check CHECK ((prompt_tokens >= 0)),
+    CONSTRAINT attempts_reserve_micros_check CHECK ((reserve_micros >= 0)),
     CONSTRAINT attempts_resolved_by_check CHECK ((resolved_by = ANY (ARRAY['lookup'::text, 'callback'::text, 'policy'::text, 'late_answer'::text, 'operator'::text]))),
     CONSTRAINT attempts_running_has_lease CHECK (((state <> 'running'::text) OR (lease_owner IS NOT NULL))),
+    CONSTRAINT attempts_spend_limit_day_micros_check CHECK ((spend_limit_day_micros >= 0)),
+    CONSTRAINT attempts_spend_limit_month_micros_check CHECK ((spend_limit_month_micros >= 0)),
     CONSTRAINT attempts_state_check CHECK ((state = ANY (ARRAY['starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'unknown'::text, 'superseded'::text]))),
     CONSTRAINT attempts_total_tokens_check CHECK ((total_tokens >= 0)),
     CONSTRAINT attempts_usage_complete CHECK ((((prompt_tokens IS NULL) = (completion_tokens IS NULL)) AND ((prompt_tokens IS NULL) = (total_tokens IS NULL))))
@@ -122,6 +181,15 @@ CREATE TABLE public.onejob_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.spend_windows (
+    owner_id text NOT NULL,
+    period text NOT NULL,
+    starts_on text NOT NULL,
+    spent_micros bigint DEFAULT 0 NOT NULL,
+    reserved_micros bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT spend_windows_period_check CHECK ((period = ANY (ARRAY['day'::text, 'month'::text])))
+);
+
 CREATE TABLE public.stream_events (
     owner_id text NOT NULL,
     job_id text NOT NULL,
@@ -156,6 +224,9 @@ ALTER TABLE ONLY public.maintenance_leases
 ALTER TABLE ONLY public.onejob_migrations
     ADD CONSTRAINT onejob_migrations_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY public.spend_windows
+    ADD CONSTRAINT spend_windows_pkey PRIMARY KEY (owner_id, period, starts_on);
+
 ALTER TABLE ONLY public.stream_events
     ADD CONSTRAINT stream_events_pkey PRIMARY KEY (owner_id, job_id, attempt_number, seq);
 
@@ -164,6 +235,8 @@ CREATE INDEX attempts_claimable_idx ON public.attempts USING btree (started_at) 
 CREATE INDEX attempts_leased_idx ON public.attempts USING btree (lease_expires_at) WHERE (lease_owner IS NOT NULL);
 
 CREATE INDEX attempts_orphan_idx ON public.attempts USING btree (started_at) WHERE ((state = 'running'::text) AND (lease_owner IS NULL));
+
+CREATE INDEX attempts_owner_active_idx ON public.attempts USING btree (owner_id) WHERE (state = ANY (ARRAY['starting'::text, 'running'::text]));
 
 CREATE INDEX attempts_owner_started_idx ON public.attempts USING btree (owner_id, started_at);
 
@@ -182,6 +255,12 @@ CREATE INDEX jobs_keyless_idx ON public.jobs USING btree (owner_id, keyless_fing
 CREATE INDEX jobs_owner_created_idx ON public.jobs USING btree (owner_id, created_at DESC, id DESC);
 
 CREATE INDEX jobs_queued_idx ON public.jobs USING btree (created_at) WHERE (state = 'queued'::text);
+
+CREATE TRIGGER attempts_spend_release AFTER DELETE ON public.attempts FOR EACH ROW WHEN (((old.reserve_micros IS NOT NULL) AND (old.state = ANY (ARRAY['starting'::text, 'running'::text, 'unknown'::text])))) EXECUTE FUNCTION public.onejob_spend_settle();
+
+CREATE TRIGGER attempts_spend_reserve BEFORE INSERT ON public.attempts FOR EACH ROW WHEN ((new.reserve_micros IS NOT NULL)) EXECUTE FUNCTION public.onejob_spend_reserve();
+
+CREATE TRIGGER attempts_spend_settle AFTER UPDATE OF state, cost_micros ON public.attempts FOR EACH ROW WHEN ((old.reserve_micros IS NOT NULL)) EXECUTE FUNCTION public.onejob_spend_settle();
 
 CREATE TRIGGER jobs_state_notify AFTER UPDATE OF state ON public.jobs FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION public.onejob_job_notify();
 

@@ -10,6 +10,44 @@ BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: attempts_running_has_lease');
 END;
 
+CREATE TRIGGER attempts_spend_release AFTER DELETE ON attempts
+  WHEN OLD.reserve_micros IS NOT NULL AND OLD.state IN ('starting', 'running', 'unknown')
+BEGIN
+  UPDATE spend_windows SET reserved_micros = reserved_micros - OLD.reserve_micros
+  WHERE owner_id = OLD.owner_id
+    AND ((period = 'day' AND starts_on = strftime('%Y-%m-%d', OLD.started_at / 1000, 'unixepoch'))
+      OR (period = 'month' AND starts_on = strftime('%Y-%m-01', OLD.started_at / 1000, 'unixepoch')));
+END;
+
+CREATE TRIGGER attempts_spend_reserve BEFORE INSERT ON attempts WHEN NEW.reserve_micros IS NOT NULL
+BEGIN
+  INSERT OR IGNORE INTO spend_windows (owner_id, period, starts_on) VALUES
+    (NEW.owner_id, 'day', strftime('%Y-%m-%d', NEW.started_at / 1000, 'unixepoch')),
+    (NEW.owner_id, 'month', strftime('%Y-%m-01', NEW.started_at / 1000, 'unixepoch'));
+  SELECT RAISE(IGNORE) FROM spend_windows
+    WHERE owner_id = NEW.owner_id
+      AND ((period = 'day' AND starts_on = strftime('%Y-%m-%d', NEW.started_at / 1000, 'unixepoch')
+            AND NEW.spend_limit_day_micros IS NOT NULL AND spent_micros + reserved_micros + NEW.reserve_micros > NEW.spend_limit_day_micros)
+        OR (period = 'month' AND starts_on = strftime('%Y-%m-01', NEW.started_at / 1000, 'unixepoch')
+            AND NEW.spend_limit_month_micros IS NOT NULL AND spent_micros + reserved_micros + NEW.reserve_micros > NEW.spend_limit_month_micros));
+  UPDATE spend_windows SET reserved_micros = reserved_micros + NEW.reserve_micros
+    WHERE owner_id = NEW.owner_id
+      AND ((period = 'day' AND starts_on = strftime('%Y-%m-%d', NEW.started_at / 1000, 'unixepoch'))
+        OR (period = 'month' AND starts_on = strftime('%Y-%m-01', NEW.started_at / 1000, 'unixepoch')));
+END;
+
+CREATE TRIGGER attempts_spend_settle AFTER UPDATE OF state, cost_micros ON attempts WHEN OLD.reserve_micros IS NOT NULL
+BEGIN
+  UPDATE spend_windows SET
+    reserved_micros = reserved_micros
+      + (CASE WHEN NEW.state IN ('starting', 'running', 'unknown') THEN NEW.reserve_micros ELSE 0 END)
+      - (CASE WHEN OLD.state IN ('starting', 'running', 'unknown') THEN OLD.reserve_micros ELSE 0 END),
+    spent_micros = spent_micros + COALESCE(NEW.cost_micros, 0) - COALESCE(OLD.cost_micros, 0)
+  WHERE owner_id = OLD.owner_id
+    AND ((period = 'day' AND starts_on = strftime('%Y-%m-%d', OLD.started_at / 1000, 'unixepoch'))
+      OR (period = 'month' AND starts_on = strftime('%Y-%m-01', OLD.started_at / 1000, 'unixepoch')));
+END;
+
 CREATE TABLE attempts (
   owner_id         TEXT    NOT NULL,
   id               TEXT    NOT NULL,
@@ -25,7 +63,7 @@ CREATE TABLE attempts (
   error            TEXT,
   lease_owner      TEXT,
   lease_token      TEXT,
-  lease_expires_at INTEGER, prompt_tokens INTEGER CHECK (prompt_tokens >= 0), completion_tokens INTEGER CHECK (completion_tokens >= 0 AND (completion_tokens IS NULL) = (prompt_tokens IS NULL)), total_tokens INTEGER CHECK (total_tokens >= 0 AND (total_tokens IS NULL) = (prompt_tokens IS NULL)), cost_micros INTEGER CHECK (cost_micros >= 0 AND (cost_micros IS NULL OR prompt_tokens IS NOT NULL)), provider_request_id TEXT, resolved_by TEXT CHECK (resolved_by IN ('lookup', 'callback', 'policy', 'late_answer', 'operator')), unknown_at INTEGER, lookup_next_at INTEGER, lookup_last_at INTEGER, lookup_count INTEGER NOT NULL DEFAULT 0 CHECK (lookup_count >= 0), lookup_holder TEXT, lookup_lease_expires_at INTEGER CHECK ((lookup_holder IS NULL) = (lookup_lease_expires_at IS NULL)),
+  lease_expires_at INTEGER, prompt_tokens INTEGER CHECK (prompt_tokens >= 0), completion_tokens INTEGER CHECK (completion_tokens >= 0 AND (completion_tokens IS NULL) = (prompt_tokens IS NULL)), total_tokens INTEGER CHECK (total_tokens >= 0 AND (total_tokens IS NULL) = (prompt_tokens IS NULL)), cost_micros INTEGER CHECK (cost_micros >= 0 AND (cost_micros IS NULL OR prompt_tokens IS NOT NULL)), provider_request_id TEXT, resolved_by TEXT CHECK (resolved_by IN ('lookup', 'callback', 'policy', 'late_answer', 'operator')), unknown_at INTEGER, lookup_next_at INTEGER, lookup_last_at INTEGER, lookup_count INTEGER NOT NULL DEFAULT 0 CHECK (lookup_count >= 0), lookup_holder TEXT, lookup_lease_expires_at INTEGER CHECK ((lookup_holder IS NULL) = (lookup_lease_expires_at IS NULL)), reserve_micros INTEGER CHECK (reserve_micros >= 0), spend_limit_day_micros INTEGER CHECK (spend_limit_day_micros >= 0), spend_limit_month_micros INTEGER CHECK (spend_limit_month_micros >= 0),
   PRIMARY KEY (owner_id, id),
   CONSTRAINT attempts_job_number_unique UNIQUE (owner_id, job_id, number),
   CONSTRAINT attempts_job_fk FOREIGN KEY (owner_id, job_id) REFERENCES jobs (owner_id, id),
@@ -87,6 +125,15 @@ CREATE TABLE maintenance_leases (
 
 CREATE TABLE onejob_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 
+CREATE TABLE spend_windows (
+  owner_id        TEXT    NOT NULL,
+  period          TEXT    NOT NULL CHECK (period IN ('day', 'month')),
+  starts_on       TEXT    NOT NULL,
+  spent_micros    INTEGER NOT NULL DEFAULT 0,
+  reserved_micros INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (owner_id, period, starts_on)
+) WITHOUT ROWID;
+
 CREATE TABLE stream_events (
   owner_id       TEXT    NOT NULL,
   job_id         TEXT    NOT NULL,
@@ -101,6 +148,8 @@ CREATE INDEX attempts_claimable_idx ON attempts (started_at) WHERE state = 'star
 CREATE INDEX attempts_leased_idx ON attempts (lease_expires_at) WHERE lease_owner IS NOT NULL;
 
 CREATE INDEX attempts_orphan_idx ON attempts (started_at) WHERE state = 'running' AND lease_owner IS NULL;
+
+CREATE INDEX attempts_owner_active_idx ON attempts (owner_id) WHERE state IN ('starting', 'running');
 
 CREATE INDEX attempts_owner_started_idx ON attempts (owner_id, started_at);
 

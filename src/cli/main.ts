@@ -18,6 +18,7 @@ import { JOB_STATES, type JobState } from '../core/states.ts';
 import type { RecordedError } from '../core/types.ts';
 import { attemptBody, jobBody } from '../http/api-bodies.ts';
 import { resolutionError } from '../http/routes/attempt-routes.ts';
+import { spendPolicyOf } from '../config/limits-config.ts';
 import { openStore, redact } from '../store/open-store.ts';
 import type { AttemptOutcome, Store } from '../store/store.ts';
 import { CliFailure, USAGE_EXIT_CODE, describeFailure } from './cli-errors.ts';
@@ -90,7 +91,7 @@ const configOption = (): Option => new Option('-c, --config <file>', 'config fil
 /** Loads the config and opens the store; the caller closes it. */
 async function open(io: CliIo, configPath: string | undefined, requireSecrets: boolean): Promise<{ config: OnejobConfig; store: Store }> {
   const config = loadConfig({ argvConfigPath: configPath, env: io.env, requireSecrets });
-  const store = await openStore(config.databaseUrl);
+  const store = await openStore(config.databaseUrl, { spend: spendPolicyOf(config) });
   return { config, store };
 }
 

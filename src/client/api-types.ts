@@ -1144,6 +1144,95 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The owner's limits and use now (CONTRACT §16) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A problem with the request (see `code`). */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description A problem on the server side (see `code`). */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            concurrency: {
+                                in_use: number;
+                                limit: number | null;
+                            };
+                            /** @description Extension: the owner's job-creating requests this process refused since it started, by code (budget_exceeded, concurrency_limited, rate_limited). */
+                            refusals?: {
+                                [key: string]: number;
+                            };
+                            requests_per_minute: {
+                                limit: number | null;
+                                used: number;
+                            };
+                            spend_usd: {
+                                day: {
+                                    /** @description USD; null: unlimited. */
+                                    limit: number | null;
+                                    /** @description The worst cases of those not yet settled (starting, running or unknown). */
+                                    reserved: number;
+                                    /** Format: date-time */
+                                    resets_at: string;
+                                    /** @description The cost_usd of the owner's limited attempts started in this UTC window (every outcome). */
+                                    spent: number;
+                                };
+                                month: {
+                                    /** @description USD; null: unlimited. */
+                                    limit: number | null;
+                                    /** @description The worst cases of those not yet settled (starting, running or unknown). */
+                                    reserved: number;
+                                    /** Format: date-time */
+                                    resets_at: string;
+                                    /** @description The cost_usd of the owner's limited attempts started in this UTC window (every outcome). */
+                                    spent: number;
+                                };
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/messages": {
         parameters: {
             query?: never;

@@ -19,6 +19,8 @@ import { providerConfigProblems } from '../providers/create-provider.ts';
 import { PRICING_SCHEMA } from './pricing.ts';
 import { mcpServerConfigOf, mcpServerConfigProblems, type McpServerConfig } from '../providers/mcp/mcp-server-config.ts';
 import { RETRY_SCHEMA } from './retry-policy.ts';
+import { LIMITS_SCHEMA, MAX_OUTPUT_TOKENS_SCHEMA, limitsConfigOf } from './limits-config.ts';
+import type { LimitsConfig } from '../core/limits.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -124,6 +126,8 @@ export interface OnejobConfig {
   readonly chatMaxWaitMs: number;
   /** Creates that send no Idempotency-Key (CONTRACT §12). Default `{ mode: "reject", windowMs: 600000 }`. */
   readonly keyless: KeylessConfig;
+  /** Budgets and limits per owner (CONTRACT §16, docs/limits.md). Default: none. */
+  readonly limits: LimitsConfig;
   /** API token → owner (a name), or `{ owner, readOnly: true }` for a read-only token (reads and live updates only). */
   readonly apiKeys: Readonly<Record<string, ApiKeyGrant>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
@@ -260,6 +264,7 @@ export const CONFIG_FILE_SCHEMA = {
       additionalProperties: false,
       properties: { mode: { enum: ['reject', 'fingerprint'] }, windowMs: { type: 'integer', minimum: 1, maximum: 2_592_000_000 } },
     },
+    limits: LIMITS_SCHEMA,
     apiKeys: {
       type: 'object',
       propertyNames: { pattern: '^[!-~]+$' },
@@ -291,6 +296,7 @@ export const CONFIG_FILE_SCHEMA = {
           maxDurationMs: { type: ['integer', 'null'], minimum: 1 },
           retry: RETRY_SCHEMA,
           pricing: PRICING_SCHEMA,
+          maxOutputTokens: MAX_OUTPUT_TOKENS_SCHEMA,
         },
       },
     },
@@ -440,6 +446,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     retention?: { finishedJobsDays?: number };
     executor?: Partial<ExecutorConfig>;
     keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
+    limits?: LimitsConfig;
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null; passThrough?: PassThroughKind[] }>;
@@ -564,6 +571,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     },
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: file.keyless?.mode ?? 'reject', windowMs: file.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
+    limits: limitsConfigOf(file.limits),
     apiKeys,
     providers,
     routes,
@@ -620,6 +628,7 @@ export function defineConfig(partial: {
   retention?: Partial<RetentionConfig>;
   executor?: Partial<ExecutorConfig>;
   keyless?: Partial<KeylessConfig>;
+  limits?: LimitsConfig;
   apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null; passThrough?: PassThroughKind[] }>;
@@ -652,6 +661,7 @@ export function defineConfig(partial: {
     eventFeeds: { ...(partial.eventFeeds ?? {}), maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: partial.keyless?.mode ?? 'reject', windowMs: partial.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
+    limits: limitsConfigOf(partial.limits),
     apiKeys: { ...(partial.apiKeys ?? {}) },
     providers,
     routes,

@@ -38,6 +38,7 @@ import { registerResponsesRoutes } from './routes/responses-routes.ts';
 import { registerJobRoutes } from './routes/job-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerUsageRoutes } from './routes/usage-routes.ts';
+import { registerLimitRoutes } from './routes/limit-routes.ts';
 import { registerEventRoutes } from './routes/event-routes.ts';
 import { registerCertificationRoutes } from './routes/certification-routes.ts';
 import { registerDoubtQueueRoutes } from './routes/doubt-queue-routes.ts';
@@ -307,6 +308,7 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     registerMessagesRoutes(v1, ctx, options.chatCompletions);
     registerResponsesRoutes(v1, ctx, options.chatCompletions);
     registerUsageRoutes(v1, ctx);
+    registerLimitRoutes(v1, ctx);
     registerEventRoutes(v1, ctx);
     registerCertificationRoutes(v1, ctx);
     registerDoubtQueueRoutes(v1, ctx);

@@ -154,5 +154,7 @@ export function withOpenAiError(problem: Record<string, unknown>): Record<string
   const extensions = Object.fromEntries(Object.entries(problem).filter(([k]) => !PROBLEM_MEMBERS.has(k)));
   const code = typeof problem.code === 'string' ? problem.code : 'internal';
   const message = typeof problem.detail === 'string' ? problem.detail : String(problem.title ?? code);
-  return { ...problem, error: { message, type: code, code, param: typeof problem.field === 'string' ? problem.field : null, ...extensions } };
+  // OpenAI's type for a spent budget, which its SDKs show as such (CONTRACT §16).
+  const type = code === 'budget_exceeded' ? 'insufficient_quota' : code;
+  return { ...problem, error: { message, type, code, param: typeof problem.field === 'string' ? problem.field : null, ...extensions } };
 }

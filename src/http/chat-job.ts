@@ -108,6 +108,8 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
       providers: config.routes[route]!.providers,
       fingerprint: fp,
       firstAttempt,
+      // A gateway request over the owner's concurrency is refused (CONTRACT §16), never queued behind a waiting caller.
+      whenBusy: 'refuse',
     }));
   } catch (error) {
     // A definite refusal wrote nothing; any other failure may have committed the leased attempt: it is released, never left to doubt.

@@ -71,6 +71,8 @@ function render(cause: ErrorCode, detail: string, status: number, extra: Record<
   if (code === 'idempotency_key_reused') headers['x-should-retry'] = 'false';
   if (code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
   if (status === 503) headers['retry-after'] = String(RETRY_AFTER_SECONDS);
+  // The limits' refusals (CONTRACT §16) say when to come back, when they know.
+  if (status === 429 && typeof extra.retry_after_seconds === 'number') headers['retry-after'] = String(extra.retry_after_seconds);
   return {
     status,
     body: { ...extra, type: problemType(code), title: spec.title, status, detail, code },

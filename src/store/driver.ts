@@ -20,6 +20,7 @@
  *   (`attemptCountInDoubt`, `jobListAll`, `jobGetAnyOwner`,
  *   `attemptGetAnyOwner`, `retentionDeleteBatch`), which span owners by design.
  */
+import type { SpendReservation } from '../core/limits.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, ResolvedBy, SkippedProvider } from '../core/types.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
 import type { TokenUsage } from '../core/usage.ts';
@@ -65,10 +66,13 @@ export interface JobInsertRow {
 export interface FirstAttemptRow {
   readonly id: string;
   readonly provider: string;
-  readonly leaseOwner: string;
-  readonly leaseToken: string;
-  /** The lease runs until the database's now + this. */
-  readonly leaseMs: number;
+  /** Null: written unclaimed (`starting`, no lease), for any executor to claim (a create reserving its first attempt, docs/limits.md). */
+  readonly leaseOwner: string | null;
+  readonly leaseToken: string | null;
+  /** The lease runs until the database's now + this (null without a lease). */
+  readonly leaseMs: number | null;
+  /** The spend reserved with it (CONTRACT §16); refused: the statement fails with `budget_exceeded` and creates nothing. */
+  readonly reserve?: SpendReservation | null | undefined;
   /** Stands in for the database's clock (tests); null: the database's own. */
   readonly now: Date | null;
 }
@@ -184,6 +188,26 @@ export interface AttemptInsertRow {
   readonly leaseOwner: string | null;
   readonly leaseToken: string | null;
   readonly leaseExpiresAt: Date | null;
+  /** The spend reserved with it (CONTRACT §16): the database refuses the row (none inserted) past a limit. */
+  readonly reserve?: SpendReservation | null | undefined;
+}
+
+/** Parameters of {@link DriverQueries.ownerUse}: the window keys (`YYYY-MM-DD`, `YYYY-MM-01`) and the start of the requests-per-minute window. */
+export interface OwnerUseParams {
+  readonly ownerId: string;
+  readonly day: string;
+  readonly month: string;
+  readonly createdSince: Date;
+}
+
+/** An owner's use now, as the database counts it. */
+export interface OwnerUse {
+  readonly day: { readonly spentMicros: number; readonly reservedMicros: number };
+  readonly month: { readonly spentMicros: number; readonly reservedMicros: number };
+  readonly inFlight: number;
+  readonly createdSince: number;
+  /** When the oldest of those jobs was created (null: none): the requests-per-minute window frees a place 60 s after it. */
+  readonly oldestCreatedAt: Date | null;
 }
 
 /** The lease an executor must still hold for a fenced write. */
@@ -410,6 +434,8 @@ export interface DriverQueries {
 
   /** Inserts an attempt. Fails (unique violation) if (owner, job, number) exists. */
   attemptInsert(row: AttemptInsertRow): Promise<void>;
+  /** An owner's use now (CONTRACT §16): its spend windows (zero when none), attempts starting or running, jobs created since. */
+  ownerUse(params: OwnerUseParams): Promise<OwnerUse>;
   /** A job's attempts, oldest first (by number). */
   attemptListByJob(ownerId: string, jobId: string): Promise<Attempt[]>;
   /** Attempts of several jobs of one owner, ordered by job then number. */

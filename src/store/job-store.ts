@@ -23,8 +23,12 @@ import { ACTIVE_ATTEMPT_STATES, isAttemptActive, isJobTerminal, type AttemptStat
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, ResolvedBy, SkippedProvider } from '../core/types.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import { Insights, type RecordLateUsageParams } from './insights.ts';
+import { hasSpendLimit, REQUESTS_WINDOW_MS, reservationFor, windowsAt, type SpendPolicy } from '../core/limits.ts';
+import { exhaustedError, refusedGate, spendGate } from './spend-gate.ts';
+import { isBudgetRefusal } from './spend-refusal.ts';
+import { admitCreate, budgetExceeded, hasAdmissionLimit } from './admission.ts';
 import { withAttempts } from './with-attempts.ts';
-import type { CertificationRow, Driver, DriverQueries, EventInsertRow, JobInsertRow, MigrationResult, StreamBatchRow } from './driver.ts';
+import type { CertificationRow, Driver, DriverQueries, OwnerUse, EventInsertRow, JobInsertRow, MigrationResult, StreamBatchRow } from './driver.ts';
 import { isCertificationBound } from './store.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type {
@@ -66,6 +70,8 @@ export interface JobStoreOptions {
    * production never sets it.
    */
   readonly databaseClock?: Clock;
+  /** Spend limits (CONTRACT §16, docs/limits.md): each attempt of a limited owner reserves its worst case as it is written. Default: none. */
+  readonly spend?: SpendPolicy | undefined;
 }
 
 /** Default and maximum page sizes of {@link JobStore.listJobs}. */
@@ -84,6 +90,7 @@ export class JobStore implements Store {
   readonly #driver: Driver;
   readonly #clock: Clock;
   readonly #databaseClock: Clock | undefined;
+  readonly #spend: SpendPolicy | undefined;
   readonly #changes = new EventEmitter().setMaxListeners(0);
   #notifyInFlight = false;
   #notifyPending = false;
@@ -100,6 +107,7 @@ export class JobStore implements Store {
     this.#driver = driver;
     this.#clock = options.clock ?? systemClock;
     this.#databaseClock = options.databaseClock;
+    this.#spend = options.spend;
     this.insights = new Insights(driver);
   }
 
@@ -159,17 +167,37 @@ export class JobStore implements Store {
       createdAt: this.#clock.now(),
       traceContext: p.traceContext ?? null,
     };
+    // Requests per minute and concurrency (CONTRACT §16): a replay or a join is never refused nor counted.
+    const limits = this.#spend?.limitsOf(p.ownerId);
+    const admission = limits && hasAdmissionLimit(limits) && round === 1 && !(await this.#existing(p, row.idempotencyKey, fp))
+      ? admitCreate(limits, (await this.ownerUse(p.ownerId)).use, this.#clock.now(), p.whenBusy ?? 'queue')
+      : 'admit';
     if (p.keyless) return this.#createKeyless(p, { ...row, keylessFingerprint: fp }, p.keyless.windowMs);
-    const first = p.firstAttempt ? await this.#firstProvider(p, p.firstAttempt.eligible ?? everyProviderEligible) : null;
-    if (first !== null && p.firstAttempt) {
-      const leased = await q.jobInsertLeased(row, {
-        id: p.firstAttempt.attemptId ?? newId('att'), provider: first, leaseOwner: p.firstAttempt.leaseOwner,
-        leaseToken: p.firstAttempt.leaseToken ?? newId('lease'), leaseMs: p.firstAttempt.leaseMs,
-        now: this.#clockStandIn(),
-      });
+    // Under a spend limit the first attempt is written (and reserved) with its job, leased here or not: a refusal creates nothing.
+    // An owner at its concurrency: the job waits queued (its first attempt is reserved when claimed).
+    const lease = admission === 'queue' ? undefined : p.firstAttempt;
+    const reserving = admission === 'admit' && limits !== undefined && hasSpendLimit(limits);
+    const first = lease || reserving ? await this.#firstProvider(p, lease?.eligible ?? p.eligible ?? everyProviderEligible) : null;
+    if (first !== null) {
+      let leased: Awaited<ReturnType<DriverQueries['jobInsertLeased']>>;
+      try {
+        leased = await q.jobInsertLeased(row, {
+          id: lease?.attemptId ?? newId('att'), provider: first, leaseOwner: lease?.leaseOwner ?? null,
+          leaseToken: lease ? lease.leaseToken ?? newId('lease') : null, leaseMs: lease?.leaseMs ?? null,
+          now: this.#clockStandIn(), reserve: reservationFor(this.#spend, p.ownerId, first, p.input),
+        });
+      } catch (e) {
+        if (!isBudgetRefusal(e)) throw e;
+        const { now, use } = await this.ownerUse(p.ownerId);
+        throw budgetExceeded(limits!, use, now, reservationFor(this.#spend, p.ownerId, first, p.input)?.micros ?? 0);
+      }
       if (leased) {
         const job = { ...leased.job, attempts: [leased.attempt] };
         this.#changed(job.ownerId, job.id, job.state, job);
+        if (!lease) {
+          this.#signalWork();
+          return { job, created: true };
+        }
         return { job, created: true, claimed: { attempt: leased.attempt, job: leased.job } };
       }
     } else {
@@ -193,6 +221,13 @@ export class JobStore implements Store {
     }
     const attempts = await q.attemptListByJob(existing.ownerId, existing.id);
     return { job: { ...existing, attempts }, created: false };
+  }
+
+  /** Whether the create would replay or join an existing job (so it is neither refused nor counted by the limits). */
+  async #existing(p: CreateJobParams, key: string, fp: string): Promise<boolean> {
+    const q = this.#driver.queries;
+    if (p.keyless) return (await q.jobGetByKeylessFingerprint({ ownerId: p.ownerId, fingerprint: fp, windowMs: p.keyless.windowMs, now: this.#clockStandIn() })) !== null;
+    return (await q.jobGetByKey(p.ownerId, key)) !== null;
   }
 
   /**
@@ -225,7 +260,7 @@ export class JobStore implements Store {
    * claim does that). The certifications are read now (CONTRACT §5).
    */
   async #firstProvider(p: CreateJobParams, eligible: EligibilityCheck): Promise<string | null> {
-    const gate = await routingGate(this.#driver.queries, eligible, p.input);
+    const gate = await routingGate(this.#driver.queries, spendGate(this.#spend, p.ownerId, eligible), p.input);
     const plan = planNextProvider(p.providers, [], gate, 'first');
     return plan.skipped.length === 0 ? plan.provider : null;
   }
@@ -309,9 +344,12 @@ export class JobStore implements Store {
       const now = await this.#now(q);
       const decision = decideStartAttempt({
         jobState: job.state, chain: job.providers, attempts, kind: p.kind, provider: p.provider ?? defaultManualProvider(p.kind, job.providers, attempts),
-        hedgeAfterMs: p.hedgeAfterMs, now, eligible: await routingGate(q, p.eligible ?? everyProviderEligible, job.input),
+        hedgeAfterMs: p.hedgeAfterMs, now, eligible: await routingGate(q, spendGate(this.#spend, job.ownerId, p.eligible ?? everyProviderEligible), job.input),
       });
-      return this.#insertAttempt(q, job, attempts, decision.provider, p.kind, decision.skipped, now, p.lease);
+      const started = await this.#insertAttempt(q, job, attempts, decision.provider, p.kind, decision.skipped, now, p.lease);
+      // A later attempt the spend limit cannot hold is not started (CONTRACT §16).
+      if (started === null) throw new OnejobError('budget_exceeded', `the owner's spend limit cannot hold an attempt on ${decision.provider}; nothing was started`, { details: { provider: decision.provider } });
+      return started;
     });
     this.#changed(p.ownerId, p.jobId);
     if (attempt.leaseOwner === null) this.#signalWork();
@@ -418,18 +456,24 @@ export class JobStore implements Store {
         events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { ...who, error }));
         if (!isJobTerminal(job.state)) {
           const after = attempts.map((a) => (a.id === attempt.id ? { ...a, state: state as AttemptState } : a));
-          const next = decideAfterSettle(job.providers, after, await routingGate(q, eligible, job.input), error, state === 'failed' ? p.retry : undefined);
+          const gate = await routingGate(q, spendGate(this.#spend, job.ownerId, eligible), job.input);
+          // A provider whose attempt the spend limit refused (nothing written) is skipped `budget_exceeded`, and the decision taken again.
+          const refused = new Set<string>();
+          let next = decideAfterSettle(job.providers, after, gate, error, state === 'failed' ? p.retry : undefined);
+          while (next.action === 'retry' || next.action === 'failover') {
+            // The log reads in causal order: this attempt's end, then the failover (or the retry where it happened) it caused.
+            await q.eventInsert(events.splice(0));
+            failover = next.action === 'retry'
+              ? await this.#insertAttempt(q, job, after, next.provider, 'failover', [], now, undefined, { of: attempt.id, delayMs: next.delayMs })
+              : await this.#insertAttempt(q, job, after, next.provider, 'failover', next.skipped, now, undefined);
+            if (failover !== null) break;
+            refused.add(next.provider);
+            next = decideAfterSettle(job.providers, after, refusedGate(gate, refused), error, state === 'failed' ? p.retry : undefined);
+          }
           if (next.action === 'stay') {
             await q.jobUpdateProgress({ ownerId: p.ownerId, id: job.id, state: next.state, attemptCount: after.length, skipped: job.skipped, updatedAt: now });
-          } else if (next.action === 'retry') {
-            // Retried where it happened: the same provider, claimable once the wait it asked for is over.
-            await q.eventInsert(events.splice(0));
-            failover = await this.#insertAttempt(q, job, after, next.provider, 'failover', [], now, undefined, { of: attempt.id, delayMs: next.delayMs });
-          } else if (next.action === 'failover') {
-            // The log reads in causal order: this attempt's end, then the failover it caused.
-            await q.eventInsert(events.splice(0));
-            failover = await this.#insertAttempt(q, job, after, next.provider, 'failover', next.skipped, now, undefined);
-          } else {
+          } else if (next.action === 'fail') {
+            next = { ...next, error: exhaustedError(next.error, refused, next.skipped) };
             const skipped = mergeSkipped(job.skipped, next.skipped);
             const applied = await q.jobFinish({
               ownerId: p.ownerId, id: job.id, expectedVersion: job.version, state: 'failed',
@@ -474,15 +518,28 @@ export class JobStore implements Store {
         const existing = await q.attemptListByJob(job.ownerId, job.id);
         let gate = gates.get(job.route);
         if (!gate) gates.set(job.route, (gate = await routingGate(q, gateOf(job.route))));
-        const plan = planNextProvider(job.providers, existing, withInput(gate, job.input), 'first');
+        // An owner at its concurrency limit: its queued job waits (CONTRACT §16), counted in this transaction.
+        const cap = this.#spend?.limitsOf(job.ownerId).concurrency ?? null;
+        if (cap !== null && (await q.ownerUse({ ownerId: job.ownerId, day: '', month: '', createdSince: now })).inFlight >= cap) continue;
+        const ownerGate = withInput(spendGate(this.#spend, job.ownerId, gate), job.input);
         changed.push(job);
-        if (plan.provider === null) {
-          const error: RecordedError = { code: 'providers_exhausted', message: 'no provider of the chain is eligible', details: { skipped: plan.skipped } };
+        // A provider whose attempt the spend limit refused is skipped `budget_exceeded` (CONTRACT §16), and the next one tried.
+        const refused = new Set<string>();
+        let attempt: Attempt | null = null;
+        let plan = planNextProvider(job.providers, existing, ownerGate, 'first');
+        while (plan.provider !== null) {
+          attempt = await this.#insertAttempt(q, job, existing, plan.provider, 'first', plan.skipped, now, { leaseOwner: p.leaseOwner, leaseMs: p.leaseMs });
+          if (attempt !== null) break;
+          refused.add(plan.provider);
+          plan = planNextProvider(job.providers, existing, refusedGate(ownerGate, refused), 'first');
+        }
+        if (attempt === null) {
+          const exhausted: RecordedError = { code: 'providers_exhausted', message: 'no provider of the chain is eligible', details: { skipped: plan.skipped } };
+          const error = exhaustedError(exhausted, refused, plan.skipped);
           await q.jobFinish({ ownerId: job.ownerId, id: job.id, expectedVersion: job.version, state: 'failed', completedBy: null, result: null, error, skipped: mergeSkipped(job.skipped, plan.skipped), now });
           await q.eventInsert([event(job, null, 'job.failed', now, { error })]);
           continue;
         }
-        const attempt = await this.#insertAttempt(q, job, existing, plan.provider, 'first', plan.skipped, now, { leaseOwner: p.leaseOwner, leaseMs: p.leaseMs });
         out.push({ attempt, job });
       }
       return out;
@@ -761,6 +818,14 @@ export class JobStore implements Store {
     return this.#driver.queries.attemptCountInDoubt();
   }
 
+  async ownerUse(ownerId: string): Promise<{ now: Date; use: OwnerUse }> {
+    const now = await this.#now(this.#driver.queries);
+    const w = windowsAt(now);
+    // Jobs are stamped by the host's clock: the requests-per-minute window is too.
+    const createdSince = new Date(this.#clock.now().getTime() - REQUESTS_WINDOW_MS);
+    return { now, use: await this.#driver.queries.ownerUse({ ownerId, day: w.day.startsOn, month: w.month.startsOn, createdSince }) };
+  }
+
   async listAllJobs(p: ListAllJobsParams): Promise<ListJobsResult> {
     if (p.ownerId !== undefined) return this.listJobs({ ...p, ownerId: p.ownerId });
     const limit = p.limit ?? LIST_DEFAULT_LIMIT;
@@ -849,18 +914,22 @@ export class JobStore implements Store {
     q: DriverQueries, job: Job, existing: readonly Attempt[], provider: string, kind: AttemptKind,
     skipped: readonly SkippedProvider[], now: Date, lease: LeaseRequest | undefined,
     retry?: { readonly of: string; readonly delayMs: number },
-  ): Promise<Attempt> {
+  ): Promise<Attempt | null> {
     const number = existing.reduce((n, a) => Math.max(n, a.number), 0) + 1;
     const id = newId('att');
     // A retry starts when it is due: until then it is `starting` and unclaimed (the claim takes only attempts whose start has come).
     const startedAt = retry === undefined ? now : new Date(now.getTime() + retry.delayMs);
+    const reserve = reservationFor(this.#spend, job.ownerId, provider, job.input);
     await q.attemptInsert({
       id, ownerId: job.ownerId, jobId: job.id, number, provider, kind, state: 'starting',
       baseVersion: job.version, startedAt, deadlineAt: null,
       leaseOwner: lease?.leaseOwner ?? null,
       leaseToken: lease ? newId('lease') : null,
       leaseExpiresAt: lease ? new Date(now.getTime() + lease.leaseMs) : null,
+      reserve,
     });
+    // The database refused the reservation (CONTRACT §16): no row was written; the caller skips the provider.
+    if (reserve !== null && (await q.attemptGet(job.ownerId, id)) === null) return null;
     const ok = await q.jobUpdateProgress({
       ownerId: job.ownerId, id: job.id, state: 'running', attemptCount: number, skipped: mergeSkipped(job.skipped, skipped), updatedAt: now,
     });

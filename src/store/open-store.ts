@@ -22,6 +22,8 @@ export interface OpenStoreOptions {
   readonly databaseClock?: Clock;
   /** PostgreSQL pool size; default 10. */
   readonly poolSize?: number;
+  /** Spend limits (CONTRACT §16); see {@link JobStoreOptions}. */
+  readonly spend?: JobStoreOptions['spend'];
 }
 
 /**
@@ -47,7 +49,7 @@ export async function openDriver(url: string, options: OpenStoreOptions = {}): P
  * @example const store = await openStore('sqlite:./onejob.db'); await store.migrate();
  */
 export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<JobStore> {
-  return new JobStore(await openDriver(url, options), { clock: options.clock, databaseClock: options.databaseClock });
+  return new JobStore(await openDriver(url, options), { clock: options.clock, databaseClock: options.databaseClock, spend: options.spend });
 }
 
 /** The URL with its userinfo (user and password) redacted, for messages: the one redaction, {@link redactCredentials}. */

@@ -6,6 +6,7 @@
  * answer with guarded SQL. The HTTP API, the executor and the CLI all go
  * through this interface; none of them sees SQL.
  */
+import type { OwnerUse } from './driver.ts';
 import type { EligibilityCheck, RetryRequest } from '../core/job-rules.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, ResolvedBy } from '../core/types.ts';
@@ -55,6 +56,18 @@ export interface CreateJobCommonParams {
   readonly fingerprint?: string | undefined;
   /** The W3C trace context to keep on a new row (docs/tracing.md); ignored on a replay. */
   readonly traceContext?: string | null | undefined;
+  /**
+   * The route's eligibility check, for a create that writes its first
+   * attempt without a lease (an owner under a spend limit reserves it with
+   * the job, CONTRACT §16); `firstAttempt.eligible` wins when leased.
+   */
+  readonly eligible?: EligibilityCheck | undefined;
+  /**
+   * An owner at its `concurrency` limit (CONTRACT §16): `refuse` answers
+   * `concurrency_limited` (a gateway request), `queue` (default) creates the
+   * job queued, its first attempt started when there is room (`POST /v1/jobs`).
+   */
+  readonly whenBusy?: 'refuse' | 'queue' | undefined;
   /**
    * The fast path: write the job's first attempt with it, leased to this
    * executor, in the same commit, so the creating process calls the provider
@@ -493,6 +506,8 @@ export interface Store {
 
   /** How many attempts are `unknown` now, read from the database (the `attempts_in_doubt` gauge). */
   countAttemptsInDoubt(): Promise<number>;
+  /** An owner's use of its limits now (CONTRACT §16, `GET /v1/limits`), with the database's time it was read at. */
+  ownerUse(ownerId: string): Promise<{ readonly now: Date; readonly use: OwnerUse }>;
   /** Jobs of every owner (or of `ownerId`), newest first: the admin command line. @throws OnejobError `invalid_request` for a bad cursor or limit. */
   listAllJobs(params: ListAllJobsParams): Promise<ListJobsResult>;
   /** The job with this id, whoever owns it, with its attempts; or null. */

@@ -76,6 +76,8 @@ export function dashboardConfig(dbPath: string, taskServiceUrl?: string): Record
       summary: { providers: ['primary', 'fallback', 'budget'], contract: 'summary' },
       ...(taskServiceUrl ? { render: { providers: ['renderer'] } } : {}),
     },
+    // Bob has a day budget (CONTRACT §16): the Spend page shows it as a bar (alice has none, so her unpriced provider stays eligible).
+    limits: { owners: { bob: { spendUsd: { day: 5 }, concurrency: 8 } } },
     // A tool server behind /mcp (CONTRACT §14): the example payments server as a stdio child.
     mcpServers: { pay: { command: [process.execPath, '--import', 'tsx', 'examples/mcp/payments-server.ts'], cwd: ROOT, timeoutMs: 10_000 } },
     contracts: {

@@ -257,6 +257,27 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     await shoot('spend');
   });
 
+  it("shows an owner's limits on the Spend page: each window against its limit, spent and reserved", async () => {
+    const p = await context.newPage();
+    await p.goto(`${server.url}/ui/`);
+    await p.getByLabel('API token').fill(BOB_TOKEN);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+    await p.getByRole('link', { name: 'Spend' }).click();
+    const limits = (await server.api('GET', '/v1/limits', undefined, undefined, BOB_TOKEN)).body;
+    expect(limits.spend_usd.day.limit).toBe(5);
+    expect(limits.spend_usd.day.spent).toBeGreaterThan(0);
+    await p.locator('.limit-row[data-window="day"]').waitFor();
+    expect(await p.locator('.limit-row[data-window="day"] .limit-label').textContent()).toContain('limit $5');
+    await expect.poll(() => money(p.getByTestId('limit-day-spent').textContent())).toBeCloseTo(limits.spend_usd.day.spent, 6);
+    expect(await p.locator('.limit-row[data-window="month"] .limit-label').textContent()).toContain('unlimited');
+    const bar = await p.locator('.limit-row[data-window="day"] .limit-bar').getAttribute('aria-label');
+    expect(bar).toMatch(/spent and .* reserved of \$5/);
+    expect(await p.getByTestId('limit-concurrency').textContent()).toBe('0');
+    await shoot('spend-limits', p);
+    await p.close();
+  });
+
   it('shows the certifications: route × provider, passed and failed, model and fingerprint', async () => {
     await page.getByRole('link', { name: 'Certifications' }).click();
     await page.locator('.cert-table tr[data-route="summary"][data-provider="budget"]').waitFor();

@@ -114,7 +114,7 @@ describe('operations', () => {
       [
         '/healthz', '/metrics', '/readyz', '/v1/attempts/{id}/resolve', '/v1/attempts/{id}/check', '/v1/attempts/{id}/callback', '/v1/chat/completions', '/v1/jobs', '/v1/jobs/{id}',
         '/v1/jobs/{id}/attempts', '/v1/jobs/{id}/cancel', '/v1/messages',
-        '/v1/usage', '/v1/events', '/v1/jobs/{id}/events', '/v1/certifications', '/v1/doubt',
+        '/v1/usage', '/v1/limits', '/v1/events', '/v1/jobs/{id}/events', '/v1/certifications', '/v1/doubt',
         '/v1/responses', '/v1/responses/{id}', '/v1/responses/{id}/cancel', '/v1/responses/{id}/input_items',
         '/v1/models', '/v1/models/{id}',
       ].sort(),

@@ -9,6 +9,7 @@ import 'uplot/dist/uPlot.min.css';
 import type { Api, UsageRow } from './api.ts';
 import { count, share, usd } from './format.ts';
 import { ErrorNote, useLoad } from './ui.tsx';
+import { LimitsPanel } from './limits-panel.tsx';
 
 const RANGES = [
   { id: '1h', label: 'Last hour', ms: 3_600_000, bucket: 300 },
@@ -104,6 +105,7 @@ export function SpendScreen({ api, tick }: { api: Api; tick: number }) {
   return (
     <section aria-labelledby="spend-title">
       <h1 id="spend-title" tabIndex={-1}>Spend</h1>
+      <LimitsPanel api={api} tick={tick} />
       <div class="spend-head">
         <label>
           Period

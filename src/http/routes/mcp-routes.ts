@@ -222,7 +222,7 @@ async function callTool(g: GatewayRequest, params: { name: string; arguments?: R
   try {
     result = await tracedCreateJob(ctx.store, request.headers, {
       ownerId: g.principal.owner, ...key, route, input: { arguments: args }, providers: [route],
-      fingerprint: fingerprint({ endpoint: 'mcp', route, arguments: args }), firstAttempt,
+      fingerprint: fingerprint({ endpoint: 'mcp', route, arguments: args }), firstAttempt, whenBusy: 'refuse',
     });
   } catch (error) {
     // The room reserved for the attempt comes back; a create that may have committed hands its lease back.

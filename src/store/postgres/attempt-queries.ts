@@ -32,8 +32,9 @@ SELECT count(*)::int AS n FROM a`,
   insert: {
     name: 'onejob_attempt_insert',
     text: `INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version,
-                          started_at, deadline_at, lease_owner, lease_token, lease_expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+                          started_at, deadline_at, lease_owner, lease_token, lease_expires_at,
+                          reserve_micros, spend_limit_day_micros, spend_limit_month_micros)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
   },
   listByJob: {
     name: 'onejob_attempt_list_by_job',
@@ -114,6 +115,9 @@ export async function attemptInsert(db: Queryable, row: AttemptInsertRow): Promi
       row.leaseOwner,
       row.leaseToken,
       row.leaseExpiresAt,
+      row.reserve?.micros ?? null,
+      row.reserve?.dayLimitMicros ?? null,
+      row.reserve?.monthLimitMicros ?? null,
     ],
   });
 }

@@ -58,13 +58,14 @@ j AS (
 ),
 a AS (
   INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at,
-                        lease_owner, lease_token, lease_expires_at)
-  SELECT j.owner_id, $11, j.id, 1, $12, 'first', 'starting', 0, t.now, NULL, $13, $14, t.now + $16 * interval '1 millisecond'
+                        lease_owner, lease_token, lease_expires_at, reserve_micros, spend_limit_day_micros, spend_limit_month_micros)
+  SELECT j.owner_id, $11, j.id, 1, $12, 'first', 'starting', 0, t.now, NULL, $13, $14, t.now + $16 * interval '1 millisecond', $17, $18, $19
   FROM j, t
   RETURNING ${ATTEMPT_COLUMNS}
 ),
 e AS (${FIRST_ATTEMPT_EVENT})
-SELECT ${RETURNED} FROM j JOIN a ON a.job_id = j.id`,
+-- A job inserted without its attempt (the spend reservation refused it, CONTRACT §16) fails the whole statement: nothing created.
+SELECT ${RETURNED} FROM j LEFT JOIN a ON a.job_id = j.id WHERE onejob_first_attempt_reserved(a.id IS NOT NULL)`,
   },
   settleWon: {
     name: 'onejob_attempt_settle_won',
@@ -207,6 +208,7 @@ export async function jobInsertLeased(db: Queryable, row: JobInsertRow, a: First
       row.ownerId, row.id, row.idempotencyKey, row.fingerprint, row.route, jsonValueParam(row.input), jsonParam(row.metadata),
       JSON.stringify(row.providers), row.createdAt, row.traceContext ?? null,
       a.id, a.provider, a.leaseOwner, a.leaseToken, a.now, a.leaseMs,
+      a.reserve?.micros ?? null, a.reserve?.dayLimitMicros ?? null, a.reserve?.monthLimitMicros ?? null,
     ],
   });
   const r = res.rows[0];

@@ -21,6 +21,8 @@
  */
 import type { Attempt, Job } from '../../core/types.ts';
 import { pairKey, type BatchedCall, type BatchLane } from '../batched-queries.ts';
+import { ItemFailed } from '../batcher.ts';
+import { budgetRefused, isBudgetRefusal } from '../spend-refusal.ts';
 import type { FirstAttemptRow, JobInsertRow, SettleWonParams } from '../driver.ts';
 import { attemptSettleWonManyRows, FIRST_ATTEMPT_EVENT, JOB_RETURNED, settledFromRow, splitJobRow } from './fast-path-queries.ts';
 import type { QueryResultRow } from 'pg';
@@ -37,9 +39,10 @@ export const JOB_INSERT_MANY_SQL = {
   name: 'onejob_job_insert_many',
   text: `WITH r AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::text[],
-                       $11::text[], $12::text[], $13::text[], $14::text[], $15::int8[], $16::timestamptz[])
+                       $11::text[], $12::text[], $13::text[], $14::text[], $15::int8[], $16::timestamptz[],
+                       $17::int8[], $18::int8[], $19::int8[])
   WITH ORDINALITY AS r(owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, created_at, trace_context,
-                       attempt_id, provider, lease_owner, lease_token, lease_ms, now, ord)
+                       attempt_id, provider, lease_owner, lease_token, lease_ms, now, reserve_micros, limit_day, limit_month, ord)
 ),
 j AS (
   INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers,
@@ -54,15 +57,17 @@ j AS (
 ),
 a AS (
   INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at,
-                        lease_owner, lease_token, lease_expires_at)
+                        lease_owner, lease_token, lease_expires_at, reserve_micros, spend_limit_day_micros, spend_limit_month_micros)
   SELECT j.owner_id, r.attempt_id, j.id, 1, r.provider, 'first', 'starting', 0, t.now, NULL,
-         r.lease_owner, r.lease_token, t.now + r.lease_ms * interval '1 millisecond'
+         r.lease_owner, r.lease_token, t.now + r.lease_ms * interval '1 millisecond', r.reserve_micros, r.limit_day, r.limit_month
   FROM j JOIN r ON r.id = j.id CROSS JOIN LATERAL (SELECT COALESCE(r.now, clock_timestamp()) AS now) t
   WHERE r.attempt_id IS NOT NULL
   RETURNING ${ATTEMPT_COLUMNS}
 ),
 e AS (${FIRST_ATTEMPT_EVENT})
-SELECT ${JOB_RETURNED} FROM j LEFT JOIN a ON a.job_id = j.id`,
+-- A job whose first attempt the spend reservation refused fails the statement (CONTRACT §16): the batch is run again call by call.
+SELECT ${JOB_RETURNED} FROM j JOIN r ON r.id = j.id LEFT JOIN a ON a.job_id = j.id
+WHERE r.attempt_id IS NULL OR onejob_first_attempt_reserved(a.id IS NOT NULL)`,
 } as const;
 
 /** Many `jobGetByKey`s in one statement. */
@@ -87,8 +92,31 @@ async function readPairs<Row extends QueryResultRow>(db: Queryable, sql: { name:
   return { pairs, rows: res.rows };
 }
 
-/** Many job inserts (with or without their first attempt) in one statement: per call its job, `{ job, attempt }`, or null. */
+/**
+ * Many job inserts (with or without their first attempt) in one statement: per call its job, `{ job, attempt }`, or null.
+ * A first attempt the spend limit refuses fails the statement (nothing of the batch is written); the calls are then
+ * written one after another on this lane (not all at once: a burst past a budget would take every connection of the
+ * pool), each refused one failing alone with `budget_exceeded` (CONTRACT §16).
+ */
 export async function jobInsertMany(db: Queryable, calls: readonly InsertCall[]): Promise<unknown[]> {
+  try {
+    return await jobInsertManyOnce(db, calls);
+  } catch (e) {
+    if (calls.length === 1 || !isBudgetRefusal(e)) throw e;
+    const out: unknown[] = [];
+    for (const c of calls) {
+      try {
+        out.push((await jobInsertManyOnce(db, [c]))[0]);
+      } catch (one) {
+        if (!isBudgetRefusal(one)) throw one;
+        out.push(new ItemFailed(budgetRefused()));
+      }
+    }
+    return out;
+  }
+}
+
+async function jobInsertManyOnce(db: Queryable, calls: readonly InsertCall[]): Promise<unknown[]> {
   // The first call per (owner, key) goes to the database; the later ones lose to it, as they would one by one.
   const firsts = new Map<string, { row: JobInsertRow; attempt: FirstAttemptRow | undefined }>();
   for (const c of calls) {
@@ -118,6 +146,9 @@ export async function jobInsertMany(db: Queryable, calls: readonly InsertCall[])
       attempts.map((a) => a?.leaseToken ?? null),
       attempts.map((a) => a?.leaseMs ?? null),
       attempts.map((a) => a?.now ?? null),
+      attempts.map((a) => a?.reserve?.micros ?? null),
+      attempts.map((a) => a?.reserve?.dayLimitMicros ?? null),
+      attempts.map((a) => a?.reserve?.monthLimitMicros ?? null),
     ],
   });
   const inserted = new Map<string, Record<string, unknown>>();

@@ -9,6 +9,7 @@ import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as fast from './fast-path-queries.ts';
 import * as jobs from './job-queries.ts';
+import * as limits from './limit-queries.ts';
 import * as lookups from './lookup-queries.ts';
 import type { Queryable } from './queryable.ts';
 import * as retention from './retention-queries.ts';
@@ -59,5 +60,6 @@ export function queriesOn(db: Queryable): DriverQueries {
     maintenanceLeaseAcquire: (params) => retention.maintenanceLeaseAcquire(db, params),
     maintenanceLeaseRelease: (params) => retention.maintenanceLeaseRelease(db, params),
     retentionDeleteBatch: (params) => retention.retentionDeleteBatch(db, params),
+    ownerUse: (params) => limits.ownerUse(db, params),
   };
 }

@@ -3,8 +3,14 @@
 import { TERMINAL_JOB_STATES_SQL } from '../sql-rules.ts';
 
 export const ATTEMPT_INSERT = `
-INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at, lease_owner, lease_token, lease_expires_at)
-VALUES (@ownerId, @id, @jobId, @number, @provider, @kind, @state, @baseVersion, @startedAt, @deadlineAt, @leaseOwner, @leaseToken, @leaseExpiresAt)`;
+INSERT INTO attempts (owner_id, id, job_id, number, provider, kind, state, base_version, started_at, deadline_at, lease_owner, lease_token, lease_expires_at,
+                      reserve_micros, spend_limit_day_micros, spend_limit_month_micros)
+VALUES (@ownerId, @id, @jobId, @number, @provider, @kind, @state, @baseVersion, @startedAt, @deadlineAt, @leaseOwner, @leaseToken, @leaseExpiresAt,
+        @reserveMicros, @spendLimitDayMicros, @spendLimitMonthMicros)`;
+
+/** A job inserted by the fast path's script whose first attempt the spend reservation refused (CONTRACT §16): taken back, nothing created. */
+export const JOB_DELETE_UNRESERVED = `
+DELETE FROM jobs WHERE owner_id = @ownerId AND id = @id AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.owner_id = @ownerId AND a.job_id = @id)`;
 
 export const ATTEMPT_INSERT_RETURNING = `${ATTEMPT_INSERT}
 RETURNING *`;

@@ -5,6 +5,7 @@
  * (`script`: one autocommit script alone, or a transaction's statements in
  * order; the group commit of the autocommit ones sits above, `../batched-queries.ts`).
  */
+import { reserveParams } from './scripted-writes.ts';
 import type { JobState } from '../../core/states.ts';
 import type {
   AttemptClaimParams, AttemptInsertRow, AttemptUpdateParams, DriverQueries, EventInsertRow,
@@ -16,6 +17,7 @@ import * as C from './certification-queries.ts';
 import * as E from './event-queries.ts';
 import * as J from './job-queries.ts';
 import * as L from './lookup-queries.ts';
+import { OWNER_USE } from './limit-queries.ts';
 import * as R from './retention-queries.ts';
 import { date, json, mapOne, ms, toAttempt, toEvent, toJob, type Row } from './row-mappers.ts';
 import { scriptedWrites } from './scripted-writes.ts';
@@ -60,8 +62,18 @@ export function queriesOn(exec: (k: Kind, sql: string, args: unknown[]) => Promi
       await run(A.ATTEMPT_INSERT, {
         ownerId: r.ownerId, id: r.id, jobId: r.jobId, number: r.number, provider: r.provider, kind: r.kind, state: r.state,
         baseVersion: r.baseVersion, startedAt: r.startedAt.getTime(), deadlineAt: ms(r.deadlineAt),
-        leaseOwner: r.leaseOwner, leaseToken: r.leaseToken, leaseExpiresAt: ms(r.leaseExpiresAt),
+        leaseOwner: r.leaseOwner, leaseToken: r.leaseToken, leaseExpiresAt: ms(r.leaseExpiresAt), ...reserveParams(r.reserve),
       });
+    },
+    ownerUse: async (p) => {
+      const r = (await get(OWNER_USE, { ownerId: p.ownerId, day: p.day, month: p.month, createdSince: p.createdSince.getTime() }))!;
+      const n = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v));
+      return {
+        day: { spentMicros: n(r.day_spent), reservedMicros: n(r.day_reserved) },
+        month: { spentMicros: n(r.month_spent), reservedMicros: n(r.month_reserved) },
+        inFlight: n(r.in_flight), createdSince: n(r.created_since),
+        oldestCreatedAt: r.oldest_created === null || r.oldest_created === undefined ? null : new Date(Number(r.oldest_created)),
+      };
     },
     attemptListByJob: async (ownerId, jobId) => (await all(A.ATTEMPT_LIST_BY_JOB, ownerId, jobId)).map(toAttempt),
     attemptListByJobs: async (ownerId, jobIds) => (await all(A.ATTEMPT_LIST_BY_JOBS, ownerId, json(jobIds))).map(toAttempt),

@@ -13,6 +13,8 @@ import * as E from './event-queries.ts';
 import * as J from './job-queries.ts';
 import { json, toAttempt, toJob, type Row } from './row-mappers.ts';
 import type { ScriptStep } from './sqlite-connection.ts';
+import type { SpendReservation } from '../../core/limits.ts';
+import { budgetRefused } from '../spend-refusal.ts';
 
 /** The writes that are scripts. */
 export type ScriptedMethod = 'jobInsert' | 'jobInsertKeyless' | 'jobInsertLeased' | 'attemptSettleWon' | 'jobStreamClaim' | 'attemptMarkRunning';
@@ -71,15 +73,21 @@ export const SCRIPT_PLANS: Plans = {
           k: 'get', s: A.ATTEMPT_INSERT_RETURNING, if: 0,
           p: [{
             ownerId: r.ownerId, id: a.id, jobId: r.id, number: 1, provider: a.provider, kind: 'first', state: 'starting', baseVersion: 0,
-            startedAt: now, deadlineAt: null, leaseOwner: a.leaseOwner, leaseToken: a.leaseToken, leaseExpiresAt: now + a.leaseMs,
+            startedAt: now, deadlineAt: null, leaseOwner: a.leaseOwner, leaseToken: a.leaseToken, leaseExpiresAt: a.leaseMs === null ? null : now + a.leaseMs,
+            ...reserveParams(a.reserve),
           }],
         },
         {
           k: 'run', s: E.EVENT_INSERT, if: 1,
           p: [{ ownerId: r.ownerId, jobId: r.id, attemptId: a.id, type: 'attempt.started', data: json({ number: 1, provider: a.provider, kind: 'first', lease_owner: a.leaseOwner }), at: now }],
         },
+        // The reservation refused the attempt (CONTRACT §16): the job is taken back in this script, nothing created.
+        { k: 'run', s: A.JOB_DELETE_UNRESERVED, if: 0, p: [{ ownerId: r.ownerId, id: r.id }] },
       ],
-      read: ([job, attempt]) => (job && attempt ? { job: toJob(job as Row), attempt: toAttempt(attempt as Row) } : null),
+      read: ([job, attempt]) => {
+        if (job && !attempt) throw budgetRefused();
+        return job && attempt ? { job: toJob(job as Row), attempt: toAttempt(attempt as Row) } : null;
+      },
     };
   },
   attemptSettleWon: (p: SettleWonParams) => {
@@ -120,6 +128,11 @@ export function scriptedWrites(script: (steps: ScriptStep[]) => Promise<unknown[
     jobStreamClaim: bind('jobStreamClaim'),
     attemptMarkRunning: bind('attemptMarkRunning'),
   };
+}
+
+/** The reservation's columns of an attempt insert (null: nothing reserved). */
+export function reserveParams(r: SpendReservation | null | undefined): { reserveMicros: number | null; spendLimitDayMicros: number | null; spendLimitMonthMicros: number | null } {
+  return { reserveMicros: r?.micros ?? null, spendLimitDayMicros: r?.dayLimitMicros ?? null, spendLimitMonthMicros: r?.monthLimitMicros ?? null };
 }
 
 export function jobInsertParams(r: JobInsertRow, state: 'queued' | 'running'): Record<string, unknown> {
