@@ -250,7 +250,7 @@ export type paths = {
         put?: never;
         /**
          * Ask the provider now what became of an attempt
-         * @description Asks the attempt's provider (its lookup, CONTRACT §11) and applies the answer as the reconciler would: an output through the compare-and-swap (`superseded` if another attempt already won), a definite failure down the chain, "still running" changes nothing. An outcome found this way is `resolved_by: "lookup"`. 422 `lookup_unsupported` for a provider without a lookup; 409 `attempt_finished` when the attempt is no longer in doubt.
+         * @description Asks the attempt's provider (its lookup, CONTRACT §11) and applies the answer as the reconciler would: an output through the compare-and-swap (`superseded` if another attempt already won), a definite failure down the chain, "still running" changes nothing. An outcome found this way is `resolved_by: "lookup"`. 422 `lookup_unsupported` for a provider without a lookup; only an attempt in doubt (`unknown`) is asked about: 409 `attempt_in_flight` while it is `starting` or `running` (its executor decides), 409 `attempt_finished` once it ended.
          */
         post: {
             parameters: {

@@ -24,6 +24,7 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedErro
 import type { TokenUsage } from '../core/usage.ts';
 import { Insights, type RecordLateUsageParams } from './insights.ts';
 import { withAttempts } from './with-attempts.ts';
+import { settleRefusal } from './settle-guard.ts';
 import type { CertificationRow, Driver, DriverQueries, EventInsertRow, JobInsertRow, MigrationResult, StreamBatchRow } from './driver.ts';
 import { isCertificationBound } from './store.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
@@ -319,7 +320,7 @@ export class JobStore implements Store {
   }
 
   async settleAttempt(p: SettleAttemptParams): Promise<SettleAttemptResult> {
-    if (p.outcome.state === 'succeeded' && p.fence && p.jobId !== undefined) {
+    if (p.outcome.state === 'succeeded' && p.fence && p.jobId !== undefined && p.fromStates === undefined) {
       // The common case in one statement: the job's only attempt wins. Anything else writes nothing and goes the general way.
       const won = await this.#driver.queries.attemptSettleWon({
         ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, leaseOwner: p.fence.leaseOwner, leaseToken: p.fence.leaseToken,
@@ -340,9 +341,8 @@ export class JobStore implements Store {
       const attempts = await q.attemptListByJob(p.ownerId, job.id);
       const attempt = attempts.find((a) => a.id === p.attemptId)!;
       const now = await this.#now(q);
-      if (!isAttemptActive(attempt.state)) {
-        throw new OnejobError('attempt_finished', `attempt ${attempt.id} is already ${attempt.state}`, { details: { state: attempt.state } });
-      }
+      const refused = settleRefusal(attempt.id, attempt.state, p.fromStates);
+      if (refused) throw refused;
       // A lease that ran out while nobody else took the attempt (a database outage longer than the lease, a rescue to
       // `unknown`) still names it by its token: the executor ran it, its answer is recorded (fenced by the token alone).
       const held = p.fence ? holdsLease(attempt, p.fence, now) : true;
@@ -371,7 +371,7 @@ export class JobStore implements Store {
         const lostStream = streamOwner !== null && streamOwner !== attempt.id;
         if (!isJobTerminal(job.state) && !lostStream) throw new OnejobError('illegal_transition', `attempt ${attempt.id} cannot be superseded: job ${job.id} is still ${job.state}`);
         const error: RecordedError = p.outcome.error ?? { code: 'superseded', message: `the job was already ${job.state}`, details: { winner: job.completedBy, job_state: job.state } };
-        await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence);
+        await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence, p.fromStates);
         events.push(event(job, attempt.id, 'attempt.superseded', now, { ...who, error }));
         // The stream's holder may have gone unknown meanwhile: with this one stopped, nothing may run any more.
         if (lostStream) await this.#afterInDoubt(q, job, now);
@@ -382,7 +382,7 @@ export class JobStore implements Store {
           completedBy: attempt.id, result: p.outcome.result, error: null, skipped: job.skipped, now,
         });
         if (won) {
-          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, releaseLease: true, ...metered }, fence);
+          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, releaseLease: true, ...metered }, fence, p.fromStates);
           events.push(event(job, attempt.id, 'attempt.succeeded', now, who), event(job, attempt.id, 'job.succeeded', now, who));
           for (const other of attempts) {
             if (other.id === attempt.id) continue;
@@ -405,7 +405,7 @@ export class JobStore implements Store {
             message: winner ? `attempt ${winner} had already won` : `the job was already ${job.state}`,
             details: { winner, job_state: job.state },
           };
-          await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence);
+          await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence, p.fromStates);
           events.push(
             event(job, attempt.id, 'attempt.superseded', now, who),
             event(job, attempt.id, 'race.lost', now, { loser: attempt.id, winner, job_state: job.state, expected_version: attempt.baseVersion, job_version: job.version }),
@@ -414,7 +414,7 @@ export class JobStore implements Store {
       } else {
         const state = p.outcome.state;
         const error: RecordedError = p.outcome.error ?? { code: state, message: `attempt ${state} by ${actor}` };
-        await this.#mustUpdate(q, attempt, { state, finishedAt: now, error, releaseLease: true, ...metered }, fence);
+        await this.#mustUpdate(q, attempt, { state, finishedAt: now, error, releaseLease: true, ...metered }, fence, p.fromStates);
         events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { ...who, error }));
         if (!isJobTerminal(job.state)) {
           const after = attempts.map((a) => (a.id === attempt.id ? { ...a, state: state as AttemptState } : a));
@@ -892,9 +892,12 @@ export class JobStore implements Store {
       resolvedBy?: ResolvedBy; providerRequestId?: string;
     },
     fence: { leaseOwner: string; leaseToken: string; now: Date | null } | undefined,
+    fromStates?: readonly AttemptState[],
   ): Promise<void> {
-    const ok = await q.attemptUpdate({ ownerId: attempt.ownerId, id: attempt.id, fromStates: [attempt.state], fence, set });
-    if (!ok) throw new OnejobError(fence ? 'lease_lost' : 'attempt_finished', `attempt ${attempt.id} changed concurrently`);
+    const ok = await q.attemptUpdate({ ownerId: attempt.ownerId, id: attempt.id, fromStates: fromStates ?? [attempt.state], fence, set });
+    if (ok) return;
+    const now = fromStates && (await q.attemptGet(attempt.ownerId, attempt.id));
+    throw (now && settleRefusal(attempt.id, now.state, fromStates)) || new OnejobError(fence ? 'lease_lost' : 'attempt_finished', `attempt ${attempt.id} changed concurrently`);
   }
 
   #changed(ownerId: string, jobId: string, state?: JobState, job?: JobWithAttempts): void {

@@ -185,6 +185,14 @@ export interface SettleAttemptParams {
    * (its `startedAt` is now + the wait). See `core/job-rules.ts` `decideAfterSettle`.
    */
   readonly retry?: RetryRequest | undefined;
+  /**
+   * The states the attempt may be settled from, enforced by the UPDATE's own
+   * guard (CONTRACT §15): an outside resolver (a lookup, a callback, `/check`,
+   * a settle policy) gives `['unknown']`. An attempt in another state is left
+   * as it is: `attempt_in_flight` while `starting`/`running`, else
+   * `attempt_finished`. Default: any active state.
+   */
+  readonly fromStates?: readonly AttemptState[] | undefined;
 }
 
 /** Parameters of {@link Store.claimLookups}. */

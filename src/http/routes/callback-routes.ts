@@ -16,7 +16,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { OnejobError } from '../../core/errors.ts';
-import { isAttemptActive } from '../../core/states.ts';
 import type { Attempt } from '../../core/types.ts';
 import { readTask, taskLookupAnswer } from '../../providers/task/task-provider.ts';
 import { attemptBody } from '../api-bodies.ts';
@@ -106,7 +105,8 @@ function signatureMatches(given: string, raw: Buffer, secret: string): boolean {
 
 /** Applies a callback's task the way a lookup's answer is applied; the attempt afterwards. */
 async function applyCallback(ctx: AppContext, attempt: Attempt, reading: Exclude<ReturnType<typeof readTask>, { kind: 'malformed' }>): Promise<Attempt> {
-  if (!isAttemptActive(attempt.state) || reading.kind === 'running') return attempt;
+  // Only an attempt in doubt is moved (CONTRACT §15): the settle's guard refuses any other, and the attempt is answered as it is.
+  if (attempt.state !== 'unknown' || reading.kind === 'running') return attempt;
   if (ctx.reconciler === null) throw new OnejobError('unavailable', 'this server cannot apply callbacks (no providers were given to it)');
   const provider = ctx.config.providers[attempt.provider];
   const settled = await ctx.reconciler.applyAnswer(attempt, taskLookupAnswer(attempt.provider, provider?.model ?? 'task', reading), 'callback');
