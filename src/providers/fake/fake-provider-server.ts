@@ -76,6 +76,13 @@ export interface StartFakeProviderOptions {
    * never hands out an id it gave before (a real service does not reuse ids; by default they are `task_fake_1`, …).
    */
   readonly uniqueIds?: boolean;
+  /**
+   * `GET /v1/chat/completions?metadata[…]=…` ignores its filter and lists
+   * every stored completion, newest first (several OpenAI-compatible servers
+   * do): a stored-completions lookup must take only the completion whose
+   * `metadata.onejob_attempt_id` is its attempt's (CONTRACT §15).
+   */
+  readonly ignoreLookupFilter?: boolean;
 }
 
 /** Where a call's behaviour came from. */
@@ -192,7 +199,7 @@ class FakeProviderServer implements FakeProvider {
     this.#apiKey = options.apiKey;
     this.#idPart = options.uniqueIds === true ? `${randomBytes(4).toString('hex')}_` : '';
     const context = this.#apiContext();
-    this.#stored = new FakeStoredCompletions(context);
+    this.#stored = new FakeStoredCompletions(context, options.ignoreLookupFilter === true);
     this.#chat = new FakeChatApi(context, this.#log, this.#stored);
     this.#responsesApi = new FakeResponsesApi(context);
     this.#taskApi = new FakeTaskApi(context, options.taskCallback);

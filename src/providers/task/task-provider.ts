@@ -32,6 +32,7 @@ import type {
   StopRequest,
 } from '../provider.ts';
 import { abortableSleep } from '../abortable-sleep.ts';
+import { answerAboutAnother } from '../lookup-identity.ts';
 
 /** Default pause between two polls of a running task. */
 export const DEFAULT_TASK_POLL_INTERVAL_MS = 1_000;
@@ -194,7 +195,7 @@ export class TaskProvider implements Provider {
     }
     const read = this.#reading(exchange);
     if ('outcome' in read) return { kind: 'error', message: read.outcome.kind === 'success' ? 'unexpected' : read.outcome.error.message };
-    return taskLookupAnswer(this.name, this.model, read.reading);
+    return answerAboutAnother(this.name, 'task', request.providerRequestId, read.reading.task.id) ?? taskLookupAnswer(this.name, this.model, read.reading);
   }
 
   async stopUpstream(request: StopRequest): Promise<void> {
