@@ -679,6 +679,10 @@ export class JobStore implements Store {
     return this.#now(this.#driver.queries);
   }
 
+  useCallbackSignature(p: { signature: string; attemptId: string; expiresAt: Date }): Promise<boolean> {
+    return this.#driver.queries.callbackSignatureUse({ ...p, now: this.#clockStandIn() });
+  }
+
   notifyWork(): Promise<void> {
     return this.#driver.notifyWork();
   }

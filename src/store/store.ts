@@ -438,6 +438,13 @@ export interface Store {
   oldestUnknownAt(): Promise<Date | null>;
   /** The database's clock now (or the store's stand-in for it): what leases, deadlines and `maxDurationMs` are measured against. */
   databaseNow(): Promise<Date>;
+
+  /**
+   * Records a v4 callback signature (its hex HMAC) as used by `attemptId`
+   * until `expiresAt` (CONTRACT §15: each signature once); true on its first
+   * use, false for a reuse. Expired ones are deleted as new ones arrive.
+   */
+  useCallbackSignature(p: { readonly signature: string; readonly attemptId: string; readonly expiresAt: Date }): Promise<boolean>;
   /** Extends leases; returns the tokens still held (a missing token: ask {@link leaseStatus} why). */
   extendLeases(params: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]>;
   /**

@@ -5,6 +5,7 @@
 import type { DriverQueries } from '../driver.ts';
 import * as admin from './admin-queries.ts';
 import * as attempts from './attempt-queries.ts';
+import * as callbackSignatures from './callback-signature-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as fast from './fast-path-queries.ts';
@@ -59,5 +60,6 @@ export function queriesOn(db: Queryable): DriverQueries {
     maintenanceLeaseAcquire: (params) => retention.maintenanceLeaseAcquire(db, params),
     maintenanceLeaseRelease: (params) => retention.maintenanceLeaseRelease(db, params),
     retentionDeleteBatch: (params) => retention.retentionDeleteBatch(db, params),
+    callbackSignatureUse: (params) => callbackSignatures.callbackSignatureUse(db, params),
   };
 }
