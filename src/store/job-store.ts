@@ -382,8 +382,9 @@ export class JobStore implements Store {
           completedBy: attempt.id, result: p.outcome.result, error: null, skipped: job.skipped, now,
         });
         if (won) {
-          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, releaseLease: true, ...metered }, fence, p.fromStates);
-          events.push(event(job, attempt.id, 'attempt.succeeded', now, who), event(job, attempt.id, 'job.succeeded', now, who));
+          // An ended attempt's error says how it ended: none for a success, whatever the doubt before it was (kept on the event).
+          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, error: null, releaseLease: true, ...metered }, fence, p.fromStates);
+          events.push(event(job, attempt.id, 'attempt.succeeded', now, attempt.error ? { ...who, was: attempt.error } : who), event(job, attempt.id, 'job.succeeded', now, who));
           for (const other of attempts) {
             if (other.id === attempt.id) continue;
             if (other.state === 'starting' && other.leaseOwner === null) {
@@ -892,7 +893,7 @@ export class JobStore implements Store {
   async #mustUpdate(
     q: DriverQueries, attempt: Attempt,
     set: {
-      state?: AttemptState; finishedAt?: Date; error?: RecordedError; releaseLease?: boolean; usage?: TokenUsage | null; costMicros?: number | null;
+      state?: AttemptState; finishedAt?: Date; error?: RecordedError | null; releaseLease?: boolean; usage?: TokenUsage | null; costMicros?: number | null;
       resolvedBy?: ResolvedBy; providerRequestId?: string;
     },
     fence: { leaseOwner: string; leaseToken: string; now: Date | null } | undefined,
