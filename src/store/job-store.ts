@@ -521,6 +521,8 @@ export class JobStore implements Store {
       return job;
     });
     if (result) this.#changed(result.ownerId, result.id);
+    // Not marked (the lease ran out, the rescuer was first): the provider's id is still the attempt's, for the lookup.
+    else if (p.providerRequestId) await this.recordProviderRequestId({ ...p, providerRequestId: p.providerRequestId });
     return result !== null;
   }
 
@@ -651,10 +653,11 @@ export class JobStore implements Store {
 
   async recordProviderRequestId(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; providerRequestId: string }): Promise<boolean> {
     if (!isPlausibleId(p.attemptId)) return false;
-    const now = await this.#now(this.#driver.queries);
+    // Whenever the attempt is not finished, under its own token (issue 35): a lease that ran out, or a rescue to
+    // `unknown`, must not drop the id the lookup needs. Another executor's claim has another token.
     return this.#driver.queries.attemptUpdate({
       ownerId: p.ownerId, id: p.attemptId, fromStates: ACTIVE_ATTEMPT_STATES,
-      fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
+      fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now: null },
       set: { providerRequestId: p.providerRequestId },
     });
   }

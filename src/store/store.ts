@@ -414,15 +414,18 @@ export interface Store {
   /**
    * `starting`/`running` → `unknown`, fenced; the lease is kept so the
    * executor can still report a late answer. Returns false when the lease is
-   * lost or the attempt moved on.
+   * lost or the attempt moved on; `providerRequestId` is then still recorded
+   * as {@link recordProviderRequestId} would (the attempt's own token).
    */
   markUnknown(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError; providerRequestId?: string | undefined }): Promise<boolean>;
   /** Where the lease `leaseToken` of `leaseOwner` on the attempt stands now: the reason a fenced write did not apply. */
   leaseStatus(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<LeaseStatus>;
   /**
    * Records the provider's id of the request (CONTRACT §11) on an attempt
-   * still `starting`, `running` or `unknown`, fenced by its lease. Returns
-   * whether it applied.
+   * still `starting`, `running` or `unknown`, fenced by its lease's token
+   * alone: after the lease ran out, or the rescuer moved the attempt to
+   * `unknown`, too (the lookup needs the id), but not once another claim
+   * took it. Returns whether it applied.
    */
   recordProviderRequestId(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; providerRequestId: string }): Promise<boolean>;
   /**
