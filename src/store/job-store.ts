@@ -563,7 +563,7 @@ export class JobStore implements Store {
    * after the lease ran out, and from `unknown` when the rescuer moved it
    * there from this very lease and nothing happened since (no other claim:
    * the token; no resolve, cancel or answer: the state, no resolution nor
-   * lookup recorded, the job not decided). The attempt becomes what a
+   * provider id recorded, no lookup held now, the job not decided). The attempt becomes what a
    * released, never-sent attempt is: `starting`, unclaimed.
    */
   async handBackUnsent(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<HandBackResult> {
@@ -998,8 +998,9 @@ function tokenStillNames(a: Attempt, fence: { leaseOwner: string; leaseToken: st
  * Whether a never-sent first attempt may be handed back by its lease's
  * token (see `JobStore.handBackUnsent`): `starting` with the token
  * (already handed back when unleased), or `unknown` as the rescuer left it
- * from this lease (`lease_expired`, unleased, no resolution nor lookup
- * recorded) under a job not decided. Else `refused`.
+ * from this lease (`lease_expired`, unleased, no resolution, no provider id
+ * recorded; a lookup that asked and found nothing definite does not count)
+ * under a job not decided. Else `refused`.
  */
 export function mayHandBack(a: Attempt, jobState: JobState, fence: { leaseOwner: string; leaseToken: string }): HandBackResult | 'hand_back' {
   if (a.leaseToken !== fence.leaseToken) return 'refused';
@@ -1007,7 +1008,9 @@ export function mayHandBack(a: Attempt, jobState: JobState, fence: { leaseOwner:
     if (a.leaseOwner === null) return 'handed_back';
     return a.leaseOwner === fence.leaseOwner ? 'hand_back' : 'refused';
   }
-  const rescued = a.state === 'unknown' && a.leaseOwner === null && a.error?.code === 'lease_expired' && a.resolvedBy === null && a.lookupLastAt === null;
+  // A lookup that looked and found nothing definite says nothing against "never sent" (issue 35): only a provider id
+  // does (the provider answered this attempt). A lookup still held is refused in SQL (`noLookupHeldAt`).
+  const rescued = a.state === 'unknown' && a.leaseOwner === null && a.error?.code === 'lease_expired' && a.resolvedBy === null && a.providerRequestId === null;
   return rescued && !isJobTerminal(jobState) ? 'hand_back' : 'refused';
 }
 
