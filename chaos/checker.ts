@@ -18,6 +18,7 @@ import { checkDoubt, repliesByAttempt } from './doubt-checker.ts';
 import type { CheckInput, DbAttempt, DbEvent, DbJob, HistoryEntry, ProviderCall } from './records.ts';
 import type { ToolViolationKind } from './tool-checker.ts';
 import { checkResumedStreams } from './resume-check.ts';
+import { checkTrust } from './trust-checker.ts';
 
 /** The kinds of violation the checker reports; each is one promise. */
 export const VIOLATION_KINDS = [
@@ -79,6 +80,10 @@ export const VIOLATION_KINDS = [
   'doubt_unresolved',
   /** An attempt's work sent upstream more than once (the fakes count creates per attempt id). */
   'double_submit',
+  /** Trust (CONTRACT §15, chaos/trust-checker.ts): a job's result is the work the doubt fake did for another attempt. */
+  'foreign_answer',
+  /** Trust: a lookup, callback or policy moved an attempt that was `starting`/`running`, not `unknown`. */
+  'settled_while_live',
 ] as const;
 export type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
@@ -384,6 +389,9 @@ export function checkRun(input: CheckInput): CheckReport {
     if (b?.state === 'failed') resolvedFailed.add(e.attemptId);
   }
   const doubtReplies = repliesByAttempt((input.doubt?.submits ?? []).filter((s) => s.fake === 'doubt'));
+  // Trust (CONTRACT §15): no result is another attempt's work; nothing settled from outside but doubt.
+  const trust = checkTrust(db.jobs, db.attempts, db.events, doubtReplies);
+  for (const f of trust.findings) add(f.kind, f.jobId, f.message, excerptOf(f.jobId, [f.detail]));
   // Creates of the doubt fake that chose no scripted reply: the fake echoes the last user message.
   const doubtEchoes = new Set((input.doubt?.submits ?? []).filter((s) => s.fake === 'doubt' && s.replies.some((r) => r === null || r === undefined)).map((s) => s.attempt_id));
   const callsByKeyAfter = new Map<string, ProviderCall[]>();
@@ -427,7 +435,7 @@ export function checkRun(input: CheckInput): CheckReport {
         const r = job.result as { content?: unknown; provider?: unknown } | null;
         candidates.push({ from: `call ${call.provider}#${call.seq}`, ok: r !== null && typeof r === 'object' && sameOutput(r.content, fakeReplyText(call)) && r.provider === winner.provider });
       }
-      if (!candidates.some((c) => c.ok)) {
+      if (!candidates.some((c) => c.ok) && !trust.foreignJobs.has(job.id)) {
         const replies = (callsByKeyAfter.get(`${job.id}:${winner.number}`) ?? []).map((c) => ({ call: `${c.provider}#${c.seq}`, result: c.result, reply: fakeReplyText(c) }));
         add('result_mismatch', job.id, `result ${canon(job.result)} is not the output of winner #${winner.number} ${winner.id} (candidates: ${candidates.map((c) => c.from).join(', ') || 'none'})`, excerptOf(job.id, [{ provider_replies: replies, resolved_with: resolvedResults.get(winner.id) ?? [] }]));
       }

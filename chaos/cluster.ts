@@ -446,6 +446,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     started.push(loadBalancer);
     const url = `http://127.0.0.1:${lbPort}`;
     await waitFor('load balancer', () => httpOk(`${url}/readyz`), 30_000);
+    doubt.relay.setTarget(url); // the doubt fake's task callbacks reach onejob from now on (chaos/callback-replayer.ts)
     o.log(`cluster up: ${lb} ${url} → ${apiUrls.join(', ')} (${combined} with an executor in-process); ${executors.length} executors (lease ${o.leaseMs} ms); fakes ${fakes.map((f) => `${f.name} ${f.url} via :${f.proxy.port}`).join(', ')}; database ${dbName}`);
 
     const pgCluster = (process.env.CHAOS_PG_CLUSTER ?? '15 main').split(/\s+/);

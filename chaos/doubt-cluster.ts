@@ -23,6 +23,7 @@ import type { FaultRecord } from './records.ts';
 import type { DoubtSubmit } from './doubt-checker.ts';
 import type { ManagedProcess, ProcessGroups } from './cluster.ts';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
+import { CallbackRelay } from './callback-replayer.ts';
 
 /** The routes over the lookup providers: each kind first once, the next kind as its failover. */
 export const DOUBT_ROUTES = {
@@ -55,6 +56,8 @@ export interface DoubtEndpoint {
   readonly process: ManagedProcess;
   readonly url: string;
   readonly proxy: TcpProxy;
+  /** Where its tasks call back, signed with {@link DOUBT_CALLBACK_SECRET}; forwards to the cluster (its target set once it is up) and replays. */
+  readonly relay: CallbackRelay;
 }
 
 /** What {@link startDoubtFake} needs of the cluster (passed in: cluster.ts imports this file). */
@@ -69,6 +72,9 @@ export interface DoubtFakeOptions {
   readonly waitFor: (what: string, check: () => Promise<boolean>, timeoutMs: number) => Promise<void>;
 }
 
+/** The `dt` provider's `callbackSecret`: the doubt fake's tasks sign their callbacks with it (CONTRACT §15). */
+export const DOUBT_CALLBACK_SECRET = 'whsec_chaos_doubt_0123456789';
+
 async function healthy(url: string): Promise<boolean> {
   const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) });
   await res.body?.cancel();
@@ -77,12 +83,18 @@ async function healthy(url: string): Promise<boolean> {
 
 /** Starts the doubt fake on `port` and a TCP proxy in front of it. */
 export async function startDoubtFake(o: DoubtFakeOptions): Promise<DoubtEndpoint> {
-  const p = o.makeProcess('fake-doubt', process.execPath, [o.bin, 'fake-provider', '--port', String(o.port), '--host', '127.0.0.1', '--unique-ids'], o.env, join(o.dir, 'fake-doubt.log'), o.groups);
+  const relay = new CallbackRelay();
+  await relay.listen();
+  const p = o.makeProcess('fake-doubt', process.execPath, [
+    o.bin, 'fake-provider', '--port', String(o.port), '--host', '127.0.0.1', '--unique-ids',
+    // An upstream that ignores the metadata filter (several OpenAI-compatible servers do): a lookup must take only its own (§15).
+    '--ignore-lookup-filter', '--task-callback-url', relay.callbackUrl, '--task-callback-secret', DOUBT_CALLBACK_SECRET,
+  ], o.env, join(o.dir, 'fake-doubt.log'), o.groups);
   p.start();
   const url = `http://127.0.0.1:${o.port}`;
   await o.waitFor('the doubt fake provider', () => healthy(url), 30_000);
   const proxy = await startTcpProxy({ target: { host: '127.0.0.1', port: o.port } });
-  return { process: p, url, proxy };
+  return { process: p, url, proxy, relay };
 }
 
 /** The lookup providers' configuration (CONTRACT §11), through the doubt fake's proxy. */
@@ -92,7 +104,7 @@ export function doubtProviders(d: DoubtEndpoint, timeoutMs: number): Record<stri
   return {
     dr: { type: 'openai-responses', baseUrl: base, model: MODEL_OF.dr, pollIntervalMs: 300, ...common },
     ds: { type: 'openai', baseUrl: base, model: MODEL_OF.ds, lookup: 'stored-completions', ...common },
-    dt: { type: 'task', baseUrl: `${base}/tasks`, pollIntervalMs: 300, headers: { [TASK_HEADER.name]: TASK_HEADER.value }, ...common },
+    dt: { type: 'task', baseUrl: `${base}/tasks`, pollIntervalMs: 300, headers: { [TASK_HEADER.name]: TASK_HEADER.value }, callbackSecret: DOUBT_CALLBACK_SECRET, ...common },
   };
 }
 

@@ -85,6 +85,12 @@ export class DoubtFaults {
         await sleep(this.#between(1500, 4000));
         proxy.setMode({});
       }],
+      // Signed callbacks replayed byte for byte: onto their own attempt (a reuse) and onto another's (CONTRACT §15: both 401).
+      [2, async () => {
+        const round = await director.endpoint.relay.replay(this.#between(1, 4), this.o.random);
+        this.#record({ kind: 'doubt-callback-replay', target: 'api', detail: `${round.sent} replays of ${director.endpoint.relay.kept} kept callbacks; answered ${JSON.stringify(round.statuses)}; accepted ${round.accepted}` });
+        if (round.accepted > 0) this.o.log(`VIOLATION-LIKE: ${round.accepted} replayed callbacks were accepted (CONTRACT §15 says 401)`);
+      }],
       [1, async () => {
         const delayMs = this.#between(200, 1500);
         this.#record({ kind: 'doubt-proxy-delay', target: 'fake-doubt', detail: `${delayMs} ms` });

@@ -2,7 +2,8 @@
 // POST /tasks {"input"} with Idempotency-Key → a task; GET /tasks/{id}; POST /tasks/{id}/cancel.
 // Each task "renders" for RENDER_MS, then succeeds with an output. With CALLBACK_URL and
 // CALLBACK_SECRET set it also calls back: POST <CALLBACK_URL with {attempt} replaced> signed
-// Onejob-Signature: sha256=<hex HMAC-SHA256 of the body>.
+// Onejob-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<attempt id>.<body>"> (CONTRACT §15:
+// onejob accepts t within 300 s of its clock, each signature once).
 //
 //   PORT=4100 RENDER_MS=5000 node examples/task-service/server.mjs
 import { createHmac, randomUUID } from 'node:crypto';
@@ -23,7 +24,9 @@ function view(task) {
 async function callBack(task) {
   if (!callbackUrl || !callbackSecret || !task.key) return;
   const body = JSON.stringify(view(task));
-  const signature = `sha256=${createHmac('sha256', callbackSecret).update(body).digest('hex')}`;
+  // Signed when sent (the attempt id is the task's Idempotency-Key): a retry of the delivery signs anew.
+  const t = Math.floor(Date.now() / 1000);
+  const signature = `t=${t},v1=${createHmac('sha256', callbackSecret).update(`${t}.${task.key}.${body}`).digest('hex')}`;
   await fetch(callbackUrl.replace('{attempt}', encodeURIComponent(task.key)), {
     method: 'POST', headers: { 'content-type': 'application/json', 'onejob-signature': signature }, body,
   }).catch((e) => console.error('callback failed:', e.message));

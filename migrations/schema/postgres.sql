@@ -111,6 +111,12 @@ CREATE TABLE public.attempts (
     CONSTRAINT attempts_usage_complete CHECK ((((prompt_tokens IS NULL) = (completion_tokens IS NULL)) AND ((prompt_tokens IS NULL) = (total_tokens IS NULL))))
 );
 
+CREATE TABLE public.callback_signatures (
+    signature text NOT NULL,
+    attempt_id text NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.certifications (
     provider text NOT NULL,
     model text NOT NULL,
@@ -206,6 +212,9 @@ ALTER TABLE ONLY public.attempts
 ALTER TABLE ONLY public.attempts
     ADD CONSTRAINT attempts_pkey PRIMARY KEY (owner_id, id);
 
+ALTER TABLE ONLY public.callback_signatures
+    ADD CONSTRAINT callback_signatures_pkey PRIMARY KEY (signature);
+
 ALTER TABLE ONLY public.certifications
     ADD CONSTRAINT certifications_pkey PRIMARY KEY (provider, model, contract_fingerprint);
 
@@ -241,6 +250,8 @@ CREATE INDEX attempts_owner_active_idx ON public.attempts USING btree (owner_id)
 CREATE INDEX attempts_owner_started_idx ON public.attempts USING btree (owner_id, started_at);
 
 CREATE INDEX attempts_unknown_idx ON public.attempts USING btree (started_at) WHERE (state = 'unknown'::text);
+
+CREATE INDEX callback_signatures_expiry_idx ON public.callback_signatures USING btree (expires_at);
 
 CREATE INDEX job_events_id_idx ON public.job_events USING btree (id);
 

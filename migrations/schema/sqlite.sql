@@ -71,6 +71,12 @@ CREATE TABLE attempts (
   CONSTRAINT attempts_lease_complete CHECK ((lease_owner IS NULL) = (lease_expires_at IS NULL))
 ) WITHOUT ROWID;
 
+CREATE TABLE callback_signatures (
+  signature  TEXT    PRIMARY KEY,
+  attempt_id TEXT    NOT NULL,
+  expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
 CREATE TABLE certifications (
   provider             TEXT    NOT NULL,
   model                TEXT    NOT NULL,
@@ -154,6 +160,8 @@ CREATE INDEX attempts_owner_active_idx ON attempts (owner_id) WHERE state IN ('s
 CREATE INDEX attempts_owner_started_idx ON attempts (owner_id, started_at);
 
 CREATE INDEX attempts_unknown_idx ON attempts (started_at) WHERE state = 'unknown';
+
+CREATE INDEX callback_signatures_expiry_idx ON callback_signatures (expires_at);
 
 CREATE INDEX job_events_job_idx ON job_events (owner_id, job_id, id);
 

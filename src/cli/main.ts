@@ -421,9 +421,10 @@ Examples:
 The provider's lookup is asked exactly as the reconciler asks it: an output
 goes through the job's compare-and-swap (superseded if another attempt won),
 a definite failure moves the job down its chain, "still running" changes
-nothing. Fails with lookup_unsupported for a provider without a lookup, and
-attempt_finished when the attempt is no longer in doubt. Nothing is sent to
-the provider again.
+nothing. Fails with lookup_unsupported for a provider without a lookup,
+attempt_in_flight while the attempt is starting or running (its executor
+decides), and attempt_finished once it ended: only an attempt in doubt is
+asked about. Nothing is sent to the provider again.
 
 Example:
   $ onejob attempts check att_0193…`,
@@ -438,7 +439,6 @@ Example:
           if (!reconciler.canLookUp(found.provider)) {
             throw new OnejobError('lookup_unsupported', `provider ${found.provider} has no lookup: resolve the attempt instead (onejob attempts resolve)`, { details: { provider: found.provider } });
           }
-          if (!['starting', 'running', 'unknown'].includes(found.state)) throw new OnejobError('attempt_finished', `attempt ${id} is already ${found.state}`);
           const { answer, settled } = await reconciler.check(found);
           const job = settled?.job ?? (await store.getJob(found.ownerId, found.jobId));
           const after = settled?.attempt ?? job?.attempts.find((a) => a.id === id) ?? found;

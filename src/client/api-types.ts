@@ -191,7 +191,7 @@ export type paths = {
         put?: never;
         /**
          * A task service reports a task (signed callback)
-         * @description Authenticated by `Onejob-Signature: sha256=<hex HMAC-SHA256 of the body with the provider's callbackSecret>`, not by a token (a token does not replace it): 401 without a valid signature. The body is the task as the service answers it; it is applied exactly as a lookup would apply it (`succeeded` → output through the compare-and-swap, `failed`/`canceled` → failed, `starting`/`processing` → nothing).
+         * @description Authenticated by `Onejob-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<attempt id>.<body>" with the provider's callbackSecret>` (`t` within 300 s of onejob's clock either way; each signature once), not by a token (a token does not replace it). The v3 form `sha256=<hex HMAC-SHA256 of the body>` is accepted only when the body's `id` is the attempt's recorded `provider_request_id`. Anything else is 401 and changes nothing. The body is the task as the service answers it; it is applied exactly as a lookup would apply it, to an attempt in doubt only (`succeeded` → output through the compare-and-swap, `failed`/`canceled` → failed, `starting`/`processing` → nothing).
          */
         post: {
             parameters: {
@@ -250,7 +250,7 @@ export type paths = {
         put?: never;
         /**
          * Ask the provider now what became of an attempt
-         * @description Asks the attempt's provider (its lookup, CONTRACT §11) and applies the answer as the reconciler would: an output through the compare-and-swap (`superseded` if another attempt already won), a definite failure down the chain, "still running" changes nothing. An outcome found this way is `resolved_by: "lookup"`. 422 `lookup_unsupported` for a provider without a lookup; 409 `attempt_finished` when the attempt is no longer in doubt.
+         * @description Asks the attempt's provider (its lookup, CONTRACT §11) and applies the answer as the reconciler would: an output through the compare-and-swap (`superseded` if another attempt already won), a definite failure down the chain, "still running" changes nothing. An outcome found this way is `resolved_by: "lookup"`. 422 `lookup_unsupported` for a provider without a lookup; only an attempt in doubt (`unknown`) is asked about: 409 `attempt_in_flight` while it is `starting` or `running` (its executor decides), 409 `attempt_finished` once it ended.
          */
         post: {
             parameters: {

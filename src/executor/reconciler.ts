@@ -21,10 +21,10 @@ import type { Logger } from 'pino';
 import { isOnejobError, OnejobError } from '../core/errors.ts';
 import { newId } from '../core/ids.ts';
 import { everyProviderEligible, type EligibilityCheck } from '../core/job-rules.ts';
-import { isAttemptActive } from '../core/states.ts';
 import type { Attempt, RecordedError, ResolvedBy } from '../core/types.ts';
 import { meterUsage, type Pricing } from '../core/usage.ts';
 import type { LookupAnswer, LookupAnswerKind, NormalizedCompletion, Provider } from '../providers/provider.ts';
+import { IN_DOUBT_ONLY, settleRefusal } from '../store/settle-guard.ts';
 import type { AttemptOutcome, SettleAttemptResult, Store } from '../store/store.ts';
 import { acceptText, type OutputCheck } from './executor.ts';
 
@@ -172,13 +172,17 @@ export class Reconciler {
    * Asks the provider about `attempt` now and applies the answer
    * (`POST /v1/attempts/{id}/check`): an outcome found this way is
    * `resolved_by: "lookup"`. Outside the lookup lease: the settle is guarded
-   * as every settle is.
+   * as every settle is. Only an attempt in doubt is asked about (CONTRACT §15).
    *
-   * @throws OnejobError `lookup_unsupported` when the provider has no lookup.
+   * @throws OnejobError `lookup_unsupported` when the provider has no lookup;
+   *   `attempt_in_flight` when the attempt is `starting` or `running` (its
+   *   executor decides); `attempt_finished` when it ended.
    */
   async check(attempt: Attempt): Promise<AppliedAnswer> {
     const provider = this.#o.providers.get(attempt.provider);
     if (!provider?.lookup) throw lookupUnsupported(attempt.provider);
+    const refused = settleRefusal(attempt.id, attempt.state, IN_DOUBT_ONLY);
+    if (refused) throw refused;
     const answer = await this.#ask(provider, attempt);
     return { answer, settled: await this.applyAnswer(attempt, answer, 'lookup') };
   }
@@ -265,7 +269,7 @@ export class Reconciler {
     const job = await this.#o.store.getJob(attempt.ownerId, attempt.jobId);
     try {
       const settled = await this.#o.store.settleAttempt({
-        ownerId: attempt.ownerId, attemptId: attempt.id, outcome, actor: `${resolvedBy}:${this.holder}`, resolvedBy,
+        ownerId: attempt.ownerId, attemptId: attempt.id, outcome, actor: `${resolvedBy}:${this.holder}`, resolvedBy, fromStates: IN_DOUBT_ONLY,
         eligible: job ? this.#o.eligible(job.route) : undefined,
         ...(providerRequestId === undefined || attempt.providerRequestId !== null ? {} : { providerRequestId }),
       });
@@ -273,7 +277,8 @@ export class Reconciler {
       this.events.emit('resolved', settled.attempt, { resolvedBy, doubtMs });
       return settled;
     } catch (e) {
-      if (isOnejobError(e, 'attempt_finished') || isOnejobError(e, 'attempt_not_found')) return null;
+      // Not in doubt (any more, or not yet again): its executor or whoever settled it decides (CONTRACT §15).
+      if (isOnejobError(e, 'attempt_finished') || isOnejobError(e, 'attempt_in_flight') || isOnejobError(e, 'attempt_not_found')) return null;
       throw e;
     }
   }
@@ -284,9 +289,9 @@ export function canReconcile(provider: Provider): boolean {
   return typeof provider.lookup === 'function' || provider.settleUnknownAfterMs != null;
 }
 
-/** Whether an attempt may still be checked (not terminal). */
+/** Whether an attempt may be checked: only one in doubt (CONTRACT §15). */
 export function isCheckable(attempt: Attempt): boolean {
-  return isAttemptActive(attempt.state);
+  return attempt.state === 'unknown';
 }
 
 function lookupUnsupported(provider: string): OnejobError {

@@ -135,8 +135,9 @@ export interface TaskProviderConfig extends ProviderConfigBase {
   readonly pollIntervalMs?: number | undefined;
   /**
    * The key of the signed callback (`POST /v1/attempts/{id}/callback`,
-   * `Onejob-Signature: sha256=<hex HMAC-SHA256 of the body>`). Without it the
-   * provider's callbacks are refused (401).
+   * `Onejob-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<attempt id>.<body>">`,
+   * or the v3 `sha256=<hex HMAC-SHA256 of the body>` for the recorded task
+   * only: CONTRACT §15). Without it the provider's callbacks are refused (401).
    */
   readonly callbackSecret?: string | null | undefined;
 }

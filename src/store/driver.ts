@@ -511,6 +511,26 @@ export interface DriverQueries {
    * Only inside a transaction.
    */
   retentionDeleteBatch(params: RetentionBatchParams): Promise<RetentionBatchResult>;
+
+  // ---- signed callbacks (CONTRACT §15) ----------------------------------------
+
+  /**
+   * Records a v4 callback signature as used; true when it was not recorded
+   * before (its first use), false for a reuse. Deletes up to 100 signatures
+   * that expired (by the database's clock, or `now`) on the way.
+   */
+  callbackSignatureUse(params: CallbackSignatureUseParams): Promise<boolean>;
+}
+
+/** Parameters of {@link DriverQueries.callbackSignatureUse}. */
+export interface CallbackSignatureUseParams {
+  /** The signature's hex HMAC. */
+  readonly signature: string;
+  readonly attemptId: string;
+  /** When its window has passed (a reuse after that is refused by the window itself). */
+  readonly expiresAt: Date;
+  /** The stand-in for the database's clock (tests), else null. */
+  readonly now: Date | null;
 }
 
 /** The part of a certification a routing decision reads. */

@@ -28,6 +28,7 @@ import { exhaustedError, refusedGate, spendGate } from './spend-gate.ts';
 import { isBudgetRefusal } from './spend-refusal.ts';
 import { admitCreate, budgetExceeded, hasAdmissionLimit } from './admission.ts';
 import { withAttempts } from './with-attempts.ts';
+import { settleRefusal } from './settle-guard.ts';
 import type { CertificationRow, Driver, DriverQueries, OwnerUse, EventInsertRow, JobInsertRow, MigrationResult, StreamBatchRow } from './driver.ts';
 import { isCertificationBound } from './store.ts';
 import type { EligibilityCheck } from '../core/job-rules.ts';
@@ -357,7 +358,7 @@ export class JobStore implements Store {
   }
 
   async settleAttempt(p: SettleAttemptParams): Promise<SettleAttemptResult> {
-    if (p.outcome.state === 'succeeded' && p.fence && p.jobId !== undefined) {
+    if (p.outcome.state === 'succeeded' && p.fence && p.jobId !== undefined && p.fromStates === undefined) {
       // The common case in one statement: the job's only attempt wins. Anything else writes nothing and goes the general way.
       const won = await this.#driver.queries.attemptSettleWon({
         ownerId: p.ownerId, jobId: p.jobId, attemptId: p.attemptId, leaseOwner: p.fence.leaseOwner, leaseToken: p.fence.leaseToken,
@@ -378,9 +379,8 @@ export class JobStore implements Store {
       const attempts = await q.attemptListByJob(p.ownerId, job.id);
       const attempt = attempts.find((a) => a.id === p.attemptId)!;
       const now = await this.#now(q);
-      if (!isAttemptActive(attempt.state)) {
-        throw new OnejobError('attempt_finished', `attempt ${attempt.id} is already ${attempt.state}`, { details: { state: attempt.state } });
-      }
+      const refused = settleRefusal(attempt.id, attempt.state, p.fromStates);
+      if (refused) throw refused;
       // A lease that ran out while nobody else took the attempt (a database outage longer than the lease, a rescue to
       // `unknown`) still names it by its token: the executor ran it, its answer is recorded (fenced by the token alone).
       const held = p.fence ? holdsLease(attempt, p.fence, now) : true;
@@ -409,7 +409,7 @@ export class JobStore implements Store {
         const lostStream = streamOwner !== null && streamOwner !== attempt.id;
         if (!isJobTerminal(job.state) && !lostStream) throw new OnejobError('illegal_transition', `attempt ${attempt.id} cannot be superseded: job ${job.id} is still ${job.state}`);
         const error: RecordedError = p.outcome.error ?? { code: 'superseded', message: `the job was already ${job.state}`, details: { winner: job.completedBy, job_state: job.state } };
-        await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence);
+        await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence, p.fromStates);
         events.push(event(job, attempt.id, 'attempt.superseded', now, { ...who, error }));
         // The stream's holder may have gone unknown meanwhile: with this one stopped, nothing may run any more.
         if (lostStream) await this.#afterInDoubt(q, job, now);
@@ -420,8 +420,9 @@ export class JobStore implements Store {
           completedBy: attempt.id, result: p.outcome.result, error: null, skipped: job.skipped, now,
         });
         if (won) {
-          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, releaseLease: true, ...metered }, fence);
-          events.push(event(job, attempt.id, 'attempt.succeeded', now, who), event(job, attempt.id, 'job.succeeded', now, who));
+          // An ended attempt's error says how it ended: none for a success, whatever the doubt before it was (kept on the event).
+          await this.#mustUpdate(q, attempt, { state: 'succeeded', finishedAt: now, error: null, releaseLease: true, ...metered }, fence, p.fromStates);
+          events.push(event(job, attempt.id, 'attempt.succeeded', now, attempt.error ? { ...who, was: attempt.error } : who), event(job, attempt.id, 'job.succeeded', now, who));
           for (const other of attempts) {
             if (other.id === attempt.id) continue;
             if (other.state === 'starting' && other.leaseOwner === null) {
@@ -443,7 +444,7 @@ export class JobStore implements Store {
             message: winner ? `attempt ${winner} had already won` : `the job was already ${job.state}`,
             details: { winner, job_state: job.state },
           };
-          await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence);
+          await this.#mustUpdate(q, attempt, { state: 'superseded', finishedAt: now, error, releaseLease: true, ...metered }, fence, p.fromStates);
           events.push(
             event(job, attempt.id, 'attempt.superseded', now, who),
             event(job, attempt.id, 'race.lost', now, { loser: attempt.id, winner, job_state: job.state, expected_version: attempt.baseVersion, job_version: job.version }),
@@ -452,7 +453,7 @@ export class JobStore implements Store {
       } else {
         const state = p.outcome.state;
         const error: RecordedError = p.outcome.error ?? { code: state, message: `attempt ${state} by ${actor}` };
-        await this.#mustUpdate(q, attempt, { state, finishedAt: now, error, releaseLease: true, ...metered }, fence);
+        await this.#mustUpdate(q, attempt, { state, finishedAt: now, error, releaseLease: true, ...metered }, fence, p.fromStates);
         events.push(event(job, attempt.id, state === 'failed' ? 'attempt.failed' : 'attempt.cancelled', now, { ...who, error }));
         if (!isJobTerminal(job.state)) {
           const after = attempts.map((a) => (a.id === attempt.id ? { ...a, state: state as AttemptState } : a));
@@ -577,6 +578,8 @@ export class JobStore implements Store {
       return job;
     });
     if (result) this.#changed(result.ownerId, result.id);
+    // Not marked (the lease ran out, the rescuer was first): the provider's id is still the attempt's, for the lookup.
+    else if (p.providerRequestId) await this.recordProviderRequestId({ ...p, providerRequestId: p.providerRequestId });
     return result !== null;
   }
 
@@ -617,7 +620,7 @@ export class JobStore implements Store {
    * after the lease ran out, and from `unknown` when the rescuer moved it
    * there from this very lease and nothing happened since (no other claim:
    * the token; no resolve, cancel or answer: the state, no resolution nor
-   * lookup recorded, the job not decided). The attempt becomes what a
+   * provider id recorded, no lookup held now, the job not decided). The attempt becomes what a
    * released, never-sent attempt is: `starting`, unclaimed.
    */
   async handBackUnsent(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<HandBackResult> {
@@ -707,10 +710,11 @@ export class JobStore implements Store {
 
   async recordProviderRequestId(p: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; providerRequestId: string }): Promise<boolean> {
     if (!isPlausibleId(p.attemptId)) return false;
-    const now = await this.#now(this.#driver.queries);
+    // Whenever the attempt is not finished, under its own token (issue 35): a lease that ran out, or a rescue to
+    // `unknown`, must not drop the id the lookup needs. Another executor's claim has another token.
     return this.#driver.queries.attemptUpdate({
       ownerId: p.ownerId, id: p.attemptId, fromStates: ACTIVE_ATTEMPT_STATES,
-      fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now },
+      fence: { leaseOwner: p.leaseOwner, leaseToken: p.leaseToken, now: null },
       set: { providerRequestId: p.providerRequestId },
     });
   }
@@ -734,6 +738,10 @@ export class JobStore implements Store {
 
   databaseNow(): Promise<Date> {
     return this.#now(this.#driver.queries);
+  }
+
+  useCallbackSignature(p: { signature: string; attemptId: string; expiresAt: Date }): Promise<boolean> {
+    return this.#driver.queries.callbackSignatureUse({ ...p, now: this.#clockStandIn() });
   }
 
   notifyWork(): Promise<void> {
@@ -957,13 +965,16 @@ export class JobStore implements Store {
   async #mustUpdate(
     q: DriverQueries, attempt: Attempt,
     set: {
-      state?: AttemptState; finishedAt?: Date; error?: RecordedError; releaseLease?: boolean; usage?: TokenUsage | null; costMicros?: number | null;
+      state?: AttemptState; finishedAt?: Date; error?: RecordedError | null; releaseLease?: boolean; usage?: TokenUsage | null; costMicros?: number | null;
       resolvedBy?: ResolvedBy; providerRequestId?: string;
     },
     fence: { leaseOwner: string; leaseToken: string; now: Date | null } | undefined,
+    fromStates?: readonly AttemptState[],
   ): Promise<void> {
-    const ok = await q.attemptUpdate({ ownerId: attempt.ownerId, id: attempt.id, fromStates: [attempt.state], fence, set });
-    if (!ok) throw new OnejobError(fence ? 'lease_lost' : 'attempt_finished', `attempt ${attempt.id} changed concurrently`);
+    const ok = await q.attemptUpdate({ ownerId: attempt.ownerId, id: attempt.id, fromStates: fromStates ?? [attempt.state], fence, set });
+    if (ok) return;
+    const now = fromStates && (await q.attemptGet(attempt.ownerId, attempt.id));
+    throw (now && settleRefusal(attempt.id, now.state, fromStates)) || new OnejobError(fence ? 'lease_lost' : 'attempt_finished', `attempt ${attempt.id} changed concurrently`);
   }
 
   #changed(ownerId: string, jobId: string, state?: JobState, job?: JobWithAttempts): void {
@@ -1056,8 +1067,9 @@ function tokenStillNames(a: Attempt, fence: { leaseOwner: string; leaseToken: st
  * Whether a never-sent first attempt may be handed back by its lease's
  * token (see `JobStore.handBackUnsent`): `starting` with the token
  * (already handed back when unleased), or `unknown` as the rescuer left it
- * from this lease (`lease_expired`, unleased, no resolution nor lookup
- * recorded) under a job not decided. Else `refused`.
+ * from this lease (`lease_expired`, unleased, no resolution, no provider id
+ * recorded; a lookup that asked and found nothing definite does not count)
+ * under a job not decided. Else `refused`.
  */
 export function mayHandBack(a: Attempt, jobState: JobState, fence: { leaseOwner: string; leaseToken: string }): HandBackResult | 'hand_back' {
   if (a.leaseToken !== fence.leaseToken) return 'refused';
@@ -1065,7 +1077,9 @@ export function mayHandBack(a: Attempt, jobState: JobState, fence: { leaseOwner:
     if (a.leaseOwner === null) return 'handed_back';
     return a.leaseOwner === fence.leaseOwner ? 'hand_back' : 'refused';
   }
-  const rescued = a.state === 'unknown' && a.leaseOwner === null && a.error?.code === 'lease_expired' && a.resolvedBy === null && a.lookupLastAt === null;
+  // A lookup that looked and found nothing definite says nothing against "never sent" (issue 35): only a provider id
+  // does (the provider answered this attempt). A lookup still held is refused in SQL (`noLookupHeldAt`).
+  const rescued = a.state === 'unknown' && a.leaseOwner === null && a.error?.code === 'lease_expired' && a.resolvedBy === null && a.providerRequestId === null;
   return rescued && !isJobTerminal(jobState) ? 'hand_back' : 'refused';
 }
 

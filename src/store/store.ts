@@ -198,6 +198,14 @@ export interface SettleAttemptParams {
    * (its `startedAt` is now + the wait). See `core/job-rules.ts` `decideAfterSettle`.
    */
   readonly retry?: RetryRequest | undefined;
+  /**
+   * The states the attempt may be settled from, enforced by the UPDATE's own
+   * guard (CONTRACT §15): an outside resolver (a lookup, a callback, `/check`,
+   * a settle policy) gives `['unknown']`. An attempt in another state is left
+   * as it is: `attempt_in_flight` while `starting`/`running`, else
+   * `attempt_finished`. Default: any active state.
+   */
+  readonly fromStates?: readonly AttemptState[] | undefined;
 }
 
 /** Parameters of {@link Store.claimLookups}. */
@@ -419,15 +427,18 @@ export interface Store {
   /**
    * `starting`/`running` → `unknown`, fenced; the lease is kept so the
    * executor can still report a late answer. Returns false when the lease is
-   * lost or the attempt moved on.
+   * lost or the attempt moved on; `providerRequestId` is then still recorded
+   * as {@link recordProviderRequestId} would (the attempt's own token).
    */
   markUnknown(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; reason: RecordedError; providerRequestId?: string | undefined }): Promise<boolean>;
   /** Where the lease `leaseToken` of `leaseOwner` on the attempt stands now: the reason a fenced write did not apply. */
   leaseStatus(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string }): Promise<LeaseStatus>;
   /**
    * Records the provider's id of the request (CONTRACT §11) on an attempt
-   * still `starting`, `running` or `unknown`, fenced by its lease. Returns
-   * whether it applied.
+   * still `starting`, `running` or `unknown`, fenced by its lease's token
+   * alone: after the lease ran out, or the rescuer moved the attempt to
+   * `unknown`, too (the lookup needs the id), but not once another claim
+   * took it. Returns whether it applied.
    */
   recordProviderRequestId(params: { ownerId: string; attemptId: string; leaseOwner: string; leaseToken: string; providerRequestId: string }): Promise<boolean>;
   /**
@@ -443,6 +454,13 @@ export interface Store {
   oldestUnknownAt(): Promise<Date | null>;
   /** The database's clock now (or the store's stand-in for it): what leases, deadlines and `maxDurationMs` are measured against. */
   databaseNow(): Promise<Date>;
+
+  /**
+   * Records a v4 callback signature (its hex HMAC) as used by `attemptId`
+   * until `expiresAt` (CONTRACT §15: each signature once); true on its first
+   * use, false for a reuse. Expired ones are deleted as new ones arrive.
+   */
+  useCallbackSignature(p: { readonly signature: string; readonly attemptId: string; readonly expiresAt: Date }): Promise<boolean>;
   /** Extends leases; returns the tokens still held (a missing token: ask {@link leaseStatus} why). */
   extendLeases(params: { leaseOwner: string; leaseTokens: readonly string[]; leaseMs: number }): Promise<string[]>;
   /**

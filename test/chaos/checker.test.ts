@@ -231,6 +231,21 @@ const plants: Record<ViolationKind, (run: ReturnType<typeof cleanRun>) => void> 
     run.doubt = { lookups: { p2: 'attempt' }, windowMs: 20_000, submits: [] };
     extraJob(run, 'job_doubt', 'unknown', { provider: 'p2', state: 'unknown', unknown_at: '2026-03-01T11:59:55.000Z', lease_owner: null, lease_expires_at: null });
   },
+  foreign_answer: (run) => {
+    // A stored-completions lookup took another attempt's completion from an unfiltered list: the job's result is att_other's work.
+    const content = 'doubt answer d-2 in a few words';
+    run.doubt = {
+      lookups: { ds: 'attempt' }, windowMs: 20_000,
+      submits: [{ attempt_id: 'att_job_looked', submits: 1, replies: ['doubt answer d-1 in a few words'], fake: 'doubt' }, { attempt_id: 'att_other', submits: 1, replies: [content], fake: 'doubt' }],
+    };
+    extraJob(run, 'job_looked', 'succeeded', { provider: 'ds', state: 'succeeded', lease_owner: null, lease_expires_at: null, resolved_by: 'lookup' });
+    const job = run.db.jobs.at(-1)!;
+    run.db.jobs[run.db.jobs.length - 1] = { ...job, completed_by: 'att_job_looked', version: 1, result: { content, finish_reason: 'stop', model: 'model-ds', provider: 'ds', usage: null } };
+  },
+  settled_while_live: (run) => {
+    // A lookup ended attempt 2 while it was running (its last state event before the end): not an attempt in doubt.
+    run.db.events = run.db.events.map((e) => (e.id === 7 ? { ...e, data: { actor: 'lookup:rec_1', resolved_by: 'lookup' } } : e));
+  },
   double_submit: (run) => {
     // The winning attempt's work reached its provider twice.
     run.doubt = { lookups: {}, windowMs: 20_000, submits: [{ attempt_id: A2, submits: 1, replies: ['answer p2-1'], fake: 'p2' }, { attempt_id: A2, submits: 1, replies: [], fake: 'doubt' }] };
@@ -492,6 +507,28 @@ describe('chaos checker: doubt (CONTRACT §11)', () => {
 
   it('a doubt job whose result is not the work the fake did for its winner is a result_mismatch', () => {
     expect(kinds(doubtRun({}, 'doubt answer d-2 in a few words'))).toEqual(['result_mismatch']);
+  });
+
+  it('a result that is another attempt\'s work is a foreign_answer (and no result_mismatch besides); its own work is none', () => {
+    const run = doubtRun({}, 'doubt answer d-9 in a few words');
+    run.doubt = { ...run.doubt!, submits: [...run.doubt!.submits, { attempt_id: 'att_other', submits: 1, replies: ['doubt answer d-9 in a few words'], fake: 'doubt' }] };
+    expect(kinds(run)).toEqual(['foreign_answer']);
+    expect(kinds(doubtRun({}))).toEqual([]);
+  });
+
+  it('an outside resolver ending an attempt in doubt is fine; one that was handed back or running is settled_while_live', () => {
+    const withEvents = (events: [string, Record<string, unknown>?][]) => {
+      const run = doubtRun({});
+      run.db.events.push(...events.map(([type, data], i) => event(900 + i, type, 'att_d', `d${i}`, data ?? {}, 'job_d')));
+      return run;
+    };
+    const end: [string, Record<string, unknown>] = ['attempt.succeeded', { actor: 'lookup:rec_1', resolved_by: 'lookup' }];
+    expect(kinds(withEvents([['attempt.started'], ['attempt.running'], ['attempt.unknown'], end]))).toEqual([]);
+    expect(kinds(withEvents([['attempt.started'], ['attempt.running'], ['attempt.unknown'], ['attempt.handed_back'], end]))).toEqual(['settled_while_live']);
+    expect(kinds(withEvents([['attempt.started'], ['attempt.running'], ['attempt.failed', { resolved_by: 'callback' }]]))).toEqual(['settled_while_live']);
+    // The executor's own answer, or a person, may end a running attempt.
+    expect(kinds(withEvents([['attempt.started'], ['attempt.running'], ['attempt.succeeded', { actor: 'executor:e1' }]]))).toEqual([]);
+    expect(kinds(withEvents([['attempt.started'], ['attempt.running'], ['attempt.succeeded', { resolved_by: 'operator' }]]))).toEqual([]);
   });
 
   it('two creates of one attempt, even on two fakes, are a double_submit', () => {

@@ -229,8 +229,10 @@ for (const db of TEST_DATABASES) {
       expect(r1.statusCode).toBe(200);
       expect(r1.json()).toMatchObject({ state: 'unknown', resolved_by: null });
       const other = JSON.stringify({ id: 'task_other', status: 'succeeded', output: 'x' });
-      const mismatched = await post(url, { raw: other, token: null, headers: { 'onejob-signature': callbackSignature(other, SECRET) } });
+      const mismatched = await post(url, { raw: other, token: null, headers: { 'onejob-signature': callbackSignature(other, SECRET, a.id) } });
       expect(mismatched.json()).toMatchObject({ code: 'invalid_request' });
+      // A body-only (v3) signature about another task than the recorded one is not even accepted (CONTRACT §15).
+      expect((await post(url, { raw: other, token: null, headers: { 'onejob-signature': callbackSignature(other, SECRET) } })).statusCode).toBe(401);
       const done = JSON.stringify({ id: 'task_fake_1', status: 'succeeded', output: { url: 'https://cdn.example/fox.png' } });
       const r2 = await post(url, { raw: done, token: null, headers: { 'onejob-signature': callbackSignature(done, SECRET) } });
       expect(r2.statusCode).toBe(200);

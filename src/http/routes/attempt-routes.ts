@@ -14,7 +14,6 @@ import {
 import { bindLog, type AppContext } from '../app-context.ts';
 import { requestOwner, requestWriter } from '../request-owner.ts';
 import { countDoubtResolved } from '../metrics.ts';
-import { isAttemptActive } from '../../core/states.ts';
 
 /**
  * The recorded error of a resolution: an object with string `code` and
@@ -149,7 +148,7 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       tags: ['attempts'],
       summary: 'Ask the provider now what became of an attempt',
       description:
-        "Asks the attempt's provider (its lookup, CONTRACT §11) and applies the answer as the reconciler would: an output through the compare-and-swap (`superseded` if another attempt already won), a definite failure down the chain, \"still running\" changes nothing. An outcome found this way is `resolved_by: \"lookup\"`. 422 `lookup_unsupported` for a provider without a lookup; 409 `attempt_finished` when the attempt is no longer in doubt.",
+        "Asks the attempt's provider (its lookup, CONTRACT §11) and applies the answer as the reconciler would: an output through the compare-and-swap (`superseded` if another attempt already won), a definite failure down the chain, \"still running\" changes nothing. An outcome found this way is `resolved_by: \"lookup\"`. 422 `lookup_unsupported` for a provider without a lookup; only an attempt in doubt (`unknown`) is asked about: 409 `attempt_in_flight` while it is `starting` or `running` (its executor decides), 409 `attempt_finished` once it ended.",
       security: bearerSecurity,
       params: idParams,
       response: {
@@ -180,9 +179,7 @@ export function registerAttemptRoutes(app: FastifyInstance, ctx: AppContext): vo
       if (ctx.reconciler === null || !ctx.reconciler.canLookUp(attempt.provider)) {
         throw new OnejobError('lookup_unsupported', `provider ${attempt.provider} has no lookup: onejob cannot ask it what became of a request (resolve the attempt instead)`, { details: { provider: attempt.provider } });
       }
-      if (!isAttemptActive(attempt.state)) {
-        throw new OnejobError('attempt_finished', `attempt ${attempt.id} is already ${attempt.state}`, { details: { state: attempt.state } });
-      }
+      // Only an attempt in doubt (CONTRACT §15): 409 attempt_in_flight while its executor runs it, attempt_finished once it ended.
       const { answer, settled } = await ctx.reconciler.check(attempt);
       // Counted by the reconciler's events (lookups by outcome, doubt resolved: see instrumentReconciler).
       request.log.info({ lookup: answer.kind, state: settled?.attempt.state ?? attempt.state }, 'attempt checked at its provider');

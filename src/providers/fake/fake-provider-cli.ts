@@ -22,12 +22,16 @@ export interface FakeProviderCliIo {
 }
 
 const USAGE = `usage: onejob fake-provider [--port N] [--host H] [--script FILE.json] [--api-key KEY] [--unique-ids]
+                             [--ignore-lookup-filter] [--task-callback-url URL --task-callback-secret S]
 
 Serves the OpenAI (POST /v1/chat/completions) and Anthropic (POST /v1/messages)
 wire protocols with scripted behaviour; GET /calls lists what it received,
 POST /script adds behaviours, POST /release opens a gate, POST /reset clears.
 --port defaults to ${FAKE_PROVIDER_DEFAULT_PORT} (0 picks a free port). --unique-ids puts a token of this
-start into response and task ids, so a fake restarted after a kill never hands out an id it gave before.`;
+start into response and task ids, so a fake restarted after a kill never hands out an id it gave before.
+--ignore-lookup-filter lists every stored completion on GET /v1/chat/completions, whatever its
+metadata[…] filter (as several OpenAI-compatible servers do). --task-callback-url (with {attempt}) and
+--task-callback-secret make tasks call back when they end, signed Onejob-Signature t=…,v1=….`;
 
 /**
  * Runs the fake provider until SIGTERM/SIGINT (or `io.signal`); resolves with the exit code.
@@ -38,7 +42,7 @@ export async function runFakeProviderCli(argv: readonly string[], io: FakeProvid
   const out = io.stdout ?? ((line: string) => process.stdout.write(`${line}\n`));
   const err = io.stderr ?? ((line: string) => process.stderr.write(`${line}\n`));
 
-  let values: { port?: string; host?: string; script?: string; 'api-key'?: string; 'unique-ids'?: boolean; help?: boolean };
+  let values: { port?: string; host?: string; script?: string; 'api-key'?: string; 'unique-ids'?: boolean; 'ignore-lookup-filter'?: boolean; 'task-callback-url'?: string; 'task-callback-secret'?: string; help?: boolean };
   try {
     ({ values } = parseArgs({
       args: [...argv],
@@ -48,6 +52,9 @@ export async function runFakeProviderCli(argv: readonly string[], io: FakeProvid
         script: { type: 'string' },
         'api-key': { type: 'string' },
         'unique-ids': { type: 'boolean' },
+        'ignore-lookup-filter': { type: 'boolean' },
+        'task-callback-url': { type: 'string' },
+        'task-callback-secret': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -60,6 +67,10 @@ export async function runFakeProviderCli(argv: readonly string[], io: FakeProvid
   if (values.help === true) {
     out(USAGE);
     return 0;
+  }
+  if ((values['task-callback-url'] === undefined) !== (values['task-callback-secret'] === undefined)) {
+    err('onejob fake-provider: --task-callback-url and --task-callback-secret go together');
+    return 2;
   }
   const port = values.port === undefined ? FAKE_PROVIDER_DEFAULT_PORT : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
@@ -85,6 +96,8 @@ export async function runFakeProviderCli(argv: readonly string[], io: FakeProvid
       ...(script === undefined ? {} : { script }),
       ...(values['api-key'] === undefined ? {} : { apiKey: values['api-key'] }),
       ...(values['unique-ids'] === true ? { uniqueIds: true } : {}),
+      ...(values['ignore-lookup-filter'] === true ? { ignoreLookupFilter: true } : {}),
+      ...(values['task-callback-url'] === undefined ? {} : { taskCallback: { url: values['task-callback-url'], secret: values['task-callback-secret']! } }),
     });
   } catch (e) {
     err(`onejob fake-provider: cannot listen on ${values.host ?? '127.0.0.1'}:${port}: ${(e as Error).message}`);

@@ -45,7 +45,7 @@ import { readBody, sendJson } from './fake-http.ts';
 import { requestText } from './fake-reply.ts';
 import { FakeResponsesApi, type FakeResponse } from './fake-responses-api.ts';
 import { FakeStoredCompletions } from './fake-stored-completions.ts';
-import { FakeTaskApi, type FakeTask } from './fake-task-api.ts';
+import { FakeTaskApi, type FakeTask, type FakeTaskCallbackTarget } from './fake-task-api.ts';
 
 export type { FakeBehaviour, FakeMatch, FakeProtocol, FakeRule, FakeScript } from './fake-behaviour.ts';
 export type { FakeCall, FakeCallResult } from './fake-call.ts';
@@ -63,19 +63,27 @@ export interface StartFakeProviderOptions {
   /** When set, calls must carry this key (`Authorization: Bearer …` or `x-api-key`) or get a 401. */
   readonly apiKey?: string;
   /**
-   * Tasks call back when they end (CONTRACT §11): `POST url` (`{attempt}`
+   * Tasks call back when they end (CONTRACT §11, §15): `POST url` (`{attempt}`
    * replaced by the task's `Idempotency-Key`, onejob's attempt id) with the
-   * task as the body, signed `Onejob-Signature: sha256=<hex HMAC-SHA256 of
-   * the body with secret>`.
+   * task as the body, signed `Onejob-Signature: t=<unix s>,v1=<hex
+   * HMAC-SHA256 of "<t>.<attempt id>.<body>" with secret>` (`signature:
+   * 'v3'`: `sha256=<hex HMAC-SHA256 of the body>`).
    *
    * @example { url: 'http://127.0.0.1:8080/v1/attempts/{attempt}/callback', secret: 'whsec_…' }
    */
-  readonly taskCallback?: { readonly url: string; readonly secret: string };
+  readonly taskCallback?: FakeTaskCallbackTarget;
   /**
    * Response and task ids carry a token of this start (`task_fake_<token>_1`), so a fake restarted after a kill
    * never hands out an id it gave before (a real service does not reuse ids; by default they are `task_fake_1`, …).
    */
   readonly uniqueIds?: boolean;
+  /**
+   * `GET /v1/chat/completions?metadata[…]=…` ignores its filter and lists
+   * every stored completion, newest first (several OpenAI-compatible servers
+   * do): a stored-completions lookup must take only the completion whose
+   * `metadata.onejob_attempt_id` is its attempt's (CONTRACT §15).
+   */
+  readonly ignoreLookupFilter?: boolean;
 }
 
 /** Where a call's behaviour came from. */
@@ -192,7 +200,7 @@ class FakeProviderServer implements FakeProvider {
     this.#apiKey = options.apiKey;
     this.#idPart = options.uniqueIds === true ? `${randomBytes(4).toString('hex')}_` : '';
     const context = this.#apiContext();
-    this.#stored = new FakeStoredCompletions(context);
+    this.#stored = new FakeStoredCompletions(context, options.ignoreLookupFilter === true);
     this.#chat = new FakeChatApi(context, this.#log, this.#stored);
     this.#responsesApi = new FakeResponsesApi(context);
     this.#taskApi = new FakeTaskApi(context, options.taskCallback);

@@ -17,9 +17,16 @@ import { sendJson } from './fake-http.ts';
 export class FakeStoredCompletions {
   readonly #context: FakeApiContext;
   readonly #stored: Record<string, unknown>[] = [];
+  readonly #ignoreFilter: boolean;
 
-  constructor(context: FakeApiContext) {
+  /**
+   * @param ignoreFilter Lists every stored completion, newest first, whatever
+   *   the `metadata[…]` filter asks (as several OpenAI-compatible servers do):
+   *   a lookup must still take only its own (CONTRACT §15).
+   */
+  constructor(context: FakeApiContext, ignoreFilter = false) {
     this.#context = context;
+    this.#ignoreFilter = ignoreFilter;
   }
 
   /** Every completion stored, oldest first. */
@@ -39,7 +46,7 @@ export class FakeStoredCompletions {
     this.#stored.length = 0;
   }
 
-  /** `GET /v1/chat/completions?metadata[k]=v`: the stored completions whose metadata has every given pair. */
+  /** `GET /v1/chat/completions?metadata[k]=v`: the stored completions whose metadata has every given pair (all of them when the filter is ignored). */
   list(req: IncomingMessage, res: ServerResponse): void {
     this.#context.countLookup();
     const query = new URL(req.url ?? '/', 'http://fake').searchParams;
@@ -48,7 +55,9 @@ export class FakeStoredCompletions {
       const m = /^metadata\[(.+)\]$/.exec(k);
       if (m) wanted.push([m[1]!, v]);
     }
-    const data = this.#stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, unknown> | undefined)?.[k] === v));
+    const data = this.#ignoreFilter
+      ? [...this.#stored].reverse()
+      : this.#stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, unknown> | undefined)?.[k] === v));
     sendJson(res, 200, { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
   }
 }

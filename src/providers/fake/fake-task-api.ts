@@ -6,9 +6,9 @@
  * and, with `taskCallback`, the signed callback a task sends when it ends.
  * A task is `processing` for `task.runMs`, then `task.status` with its output.
  */
-import { createHmac } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { abortableSleep } from '../abortable-sleep.ts';
+import { signCallback, signCallbackV3 } from '../task/callback-signature.ts';
 import type { FakeApiContext } from './fake-api-context.ts';
 import type { FakeBehaviour } from './fake-behaviour.ts';
 import { authorizedHeaders, defaultErrorHeaders, readBody, refusedMethod, sendJson } from './fake-http.ts';
@@ -39,6 +39,15 @@ interface TaskState {
   cancelRequested: boolean;
 }
 
+/** Where and how tasks call back (`StartFakeProviderOptions.taskCallback`). */
+export interface FakeTaskCallbackTarget {
+  /** `{attempt}` is replaced by the task's `Idempotency-Key` (onejob's attempt id). */
+  readonly url: string;
+  readonly secret: string;
+  /** The `Onejob-Signature` form (CONTRACT §15): `v4` (default: `t=…,v1=…` over `t.attemptId.body`) or `v3` (`sha256=…` over the body). */
+  readonly signature?: 'v4' | 'v3';
+}
+
 /** A callback a task sent (`taskCallback`), with the status it was answered (0: not delivered, null: not yet). */
 export interface FakeTaskCallback {
   readonly taskId: string;
@@ -53,11 +62,11 @@ export interface FakeTaskCallback {
  */
 export class FakeTaskApi {
   readonly #context: FakeApiContext;
-  readonly #callback: { readonly url: string; readonly secret: string } | undefined;
+  readonly #callback: FakeTaskCallbackTarget | undefined;
   readonly #tasks = new Map<string, TaskState>();
   readonly #callbacks: { taskId: string; status: string; answered: number | null }[] = [];
 
-  constructor(context: FakeApiContext, callback: { readonly url: string; readonly secret: string } | undefined) {
+  constructor(context: FakeApiContext, callback: FakeTaskCallbackTarget | undefined) {
     this.#context = context;
     this.#callback = callback;
   }
@@ -160,7 +169,10 @@ export class FakeTaskApi {
     try {
       const res = await fetch(cb.url.replace('{attempt}', encodeURIComponent(t.idempotencyKey)), {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'onejob-signature': `sha256=${createHmac('sha256', cb.secret).update(body).digest('hex')}` },
+        headers: {
+          'content-type': 'application/json',
+          'onejob-signature': cb.signature === 'v3' ? signCallbackV3(body, cb.secret) : signCallback(body, cb.secret, t.idempotencyKey),
+        },
         body,
       });
       record.answered = res.status;

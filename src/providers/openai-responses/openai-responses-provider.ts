@@ -31,6 +31,7 @@ import type { ChatDeltaListener, ChatRequest, LookupAnswer, LookupRequest, Norma
 import { chatToResponsesRequest, responseDeltas, responsesUnsupportedMembers, RESPONSES_ATTEMPT_METADATA_KEY } from './responses-upstream.ts';
 import { DEFAULT_TASK_POLL_INTERVAL_MS } from '../task/task-provider.ts';
 import { abortableSleep } from '../abortable-sleep.ts';
+import { answerAboutAnother } from '../lookup-identity.ts';
 import { followResponseStream } from './response-stream-follower.ts';
 
 const RUNNING = new Set(['queued', 'in_progress']);
@@ -106,6 +107,8 @@ export class OpenAIResponsesProvider implements Provider {
     const read = this.#reading(exchange);
     if ('outcome' in read) return { kind: 'error', message: read.outcome.kind === 'success' ? 'unexpected' : read.outcome.error.message };
     const r = read.reading;
+    const other = answerAboutAnother(this.name, 'response', request.providerRequestId, r.id);
+    if (other) return other;
     if (r.kind === 'running') return { kind: 'running' };
     if (r.kind === 'succeeded') return { kind: 'succeeded', completion: r.completion, raw: r.raw, providerRequestId: r.id };
     return { kind: 'failed', error: { code: 'provider_task_failed', message: `${this.name}: response ${r.id} ended ${r.status}`, details: { provider: this.name, status: r.status, response_error: r.details } } };

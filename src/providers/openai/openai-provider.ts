@@ -11,6 +11,7 @@
 import { intentMembers } from '../chat-request.ts';
 import { usageOf } from '../completion-accumulator.ts';
 import { HttpChatProvider, type HttpChatProviderOptions, type StreamDecoder, type WireProtocol } from '../http-chat-provider.ts';
+import { storedFor } from '../lookup-identity.ts';
 import type { ChatDelta, ChatRequest, HttpProviderConfig, LookupAnswer, LookupRequest } from '../provider.ts';
 import type { OpenAIChatChunk, OpenAIChatCompletion, OpenAIChatRequestBody } from '../wire-types.ts';
 
@@ -59,7 +60,8 @@ export class OpenAIProvider extends HttpChatProvider {
   /**
    * `lookup: "stored-completions"` (CONTRACT §11): lists
    * `GET {baseUrl}/chat/completions?metadata[onejob_attempt_id]=<id>`; a
-   * stored completion is the output; none is `not_found`, a definite
+   * stored completion whose `metadata.onejob_attempt_id` is the attempt's
+   * is the output (any other entry is another attempt's); none is `not_found`, a definite
    * `not_found_at_provider` failure only once `maxDurationMs` has passed
    * since the attempt started (without `maxDurationMs`: never).
    */
@@ -77,7 +79,8 @@ export class OpenAIProvider extends HttpChatProvider {
     }
     const data = (list as { data?: unknown } | null)?.data;
     if (!Array.isArray(data)) return { kind: 'error', message: `${this.name}: the stored completions list has no data` };
-    const found = data.find((c: { metadata?: Record<string, unknown> } | null) => c?.metadata?.onejob_attempt_id === request.attemptId) ?? data[0];
+    // Only the attempt's own: a server that ignores the filter lists others' completions too (CONTRACT §15).
+    const found = storedFor(data, request.attemptId);
     if (found === undefined) {
       const max = this.#config.maxDurationMs ?? null;
       if (max !== null && request.now.getTime() - request.startedAt.getTime() >= max) {

@@ -32,6 +32,7 @@ import type {
   StopRequest,
 } from '../provider.ts';
 import { abortableSleep } from '../abortable-sleep.ts';
+import { answerAboutAnother } from '../lookup-identity.ts';
 
 /** Default pause between two polls of a running task. */
 export const DEFAULT_TASK_POLL_INTERVAL_MS = 1_000;
@@ -114,6 +115,8 @@ export class TaskProvider implements Provider {
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
   readonly #pollMs: number;
+  /** The `urls.cancel` each task's create answered (CONTRACT §15), by task id. */
+  readonly #cancelUrls = new BoundedUrls(10_000);
 
   constructor(name: string, config: TaskProviderConfig, options: { readonly dispatcher?: Dispatcher | undefined } = {}) {
     this.name = name;
@@ -159,6 +162,7 @@ export class TaskProvider implements Provider {
     };
     let reading = created.reading;
     report(reading.task.id);
+    this.#cancelUrls.remember(reading.task.id, this.#ownUrl(reading.task.urls?.cancel));
     const getUrl = this.#getUrl(reading.task);
     // Follow the task until it ends, or until the caller's signal stops listening (then: in doubt).
     while (reading.kind === 'running') {
@@ -174,6 +178,7 @@ export class TaskProvider implements Provider {
       }
       reading = next.reading;
     }
+    this.#cancelUrls.take(reading.task.id); // ended: nothing to stop
     return this.#final(reading);
   }
 
@@ -194,12 +199,19 @@ export class TaskProvider implements Provider {
     }
     const read = this.#reading(exchange);
     if ('outcome' in read) return { kind: 'error', message: read.outcome.kind === 'success' ? 'unexpected' : read.outcome.error.message };
-    return taskLookupAnswer(this.name, this.model, read.reading);
+    return answerAboutAnother(this.name, 'task', request.providerRequestId, read.reading.task.id) ?? taskLookupAnswer(this.name, this.model, read.reading);
   }
 
+  /**
+   * Stops the task at the `urls.cancel` its create answered, when it
+   * answered one (CONTRACT §15; on the service's own origin), else at
+   * `{baseUrl}/{id}/cancel`. The given URL is remembered by this provider
+   * object (bounded), not stored: another process, or this one after a
+   * restart, uses the default.
+   */
   async stopUpstream(request: StopRequest): Promise<void> {
     if (request.providerRequestId === null) return;
-    const url = new URL(`${this.#base}/${encodeURIComponent(request.providerRequestId)}/cancel`);
+    const url = this.#cancelUrls.take(request.providerRequestId) ?? new URL(`${this.#base}/${encodeURIComponent(request.providerRequestId)}/cancel`);
     await postJson(this.#dispatcher, { url, headers: this.#headers(), body: {}, signal: request.signal });
   }
 
@@ -212,17 +224,18 @@ export class TaskProvider implements Provider {
   }
 
   #getUrl(task: Pick<TaskBody, 'id' | 'urls'>): URL {
-    const given = task.urls?.get;
-    if (typeof given === 'string') {
-      try {
-        const url = new URL(given, `${this.#base}/`);
-        // Only ever follow the service's own origin: a task body cannot send our key elsewhere.
-        if (url.origin === new URL(this.#base).origin) return url;
-      } catch {
-        // fall back to the default
-      }
+    return this.#ownUrl(task.urls?.get) ?? new URL(`${this.#base}/${encodeURIComponent(task.id)}`);
+  }
+
+  /** A URL a task body gave, when it is on the service's own origin (a task body cannot send our key elsewhere); else null. */
+  #ownUrl(given: unknown): URL | null {
+    if (typeof given !== 'string') return null;
+    try {
+      const url = new URL(given, `${this.#base}/`);
+      return url.origin === new URL(this.#base).origin ? url : null;
+    } catch {
+      return null;
     }
-    return new URL(`${this.#base}/${encodeURIComponent(task.id)}`);
   }
 
   #get(url: URL, signal: AbortSignal): Promise<HttpExchange> {
@@ -259,6 +272,33 @@ export class TaskProvider implements Provider {
         details: { provider: this.name, phase: 'after_body', provider_request_id: task.id },
       },
     };
+  }
+}
+
+/**
+ * URLs by task id, at most `limit` (the oldest forgotten first): what a
+ * provider object remembers of the `urls.cancel` its tasks answered.
+ */
+class BoundedUrls {
+  readonly #urls = new Map<string, URL>();
+  readonly #limit: number;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  remember(id: string, url: URL | null): void {
+    if (url === null) return;
+    this.#urls.delete(id);
+    this.#urls.set(id, url);
+    if (this.#urls.size > this.#limit) this.#urls.delete(this.#urls.keys().next().value!);
+  }
+
+  /** The URL of `id`, forgotten once taken (a task is stopped once). */
+  take(id: string): URL | undefined {
+    const url = this.#urls.get(id);
+    this.#urls.delete(id);
+    return url;
   }
 }
 

@@ -5,6 +5,7 @@
 import type { DriverQueries } from '../driver.ts';
 import * as admin from './admin-queries.ts';
 import * as attempts from './attempt-queries.ts';
+import * as callbackSignatures from './callback-signature-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as fast from './fast-path-queries.ts';
@@ -61,5 +62,6 @@ export function queriesOn(db: Queryable): DriverQueries {
     maintenanceLeaseRelease: (params) => retention.maintenanceLeaseRelease(db, params),
     retentionDeleteBatch: (params) => retention.retentionDeleteBatch(db, params),
     ownerUse: (params) => limits.ownerUse(db, params),
+    callbackSignatureUse: (params) => callbackSignatures.callbackSignatureUse(db, params),
   };
 }

@@ -14,6 +14,7 @@ import type {
 import * as AD from './admin-queries.ts';
 import * as A from './attempt-queries.ts';
 import * as C from './certification-queries.ts';
+import * as CS from './callback-signature-queries.ts';
 import * as E from './event-queries.ts';
 import * as J from './job-queries.ts';
 import * as L from './lookup-queries.ts';
@@ -122,6 +123,10 @@ export function queriesOn(exec: (k: Kind, sql: string, args: unknown[]) => Promi
 
     maintenanceLeaseAcquire: async (p) => (await get(R.MAINTENANCE_LEASE_ACQUIRE, { name: p.name, holder: p.holder, ttlMs: p.ttlMs })) !== undefined,
     maintenanceLeaseRelease: async (p) => void (await run(R.MAINTENANCE_LEASE_RELEASE, p.name, p.holder)),
+    callbackSignatureUse: async (p) => {
+      await run(CS.CALLBACK_SIGNATURES_DELETE_EXPIRED, { now: ms(p.now) });
+      return (await get(CS.CALLBACK_SIGNATURE_INSERT, { signature: p.signature, attemptId: p.attemptId, expiresAt: p.expiresAt.getTime() })) !== undefined;
+    },
     retentionDeleteBatch: async (p) => {
       const cutoff = Number((await get(R.RETENTION_CUTOFF, { olderThanMs: p.olderThanMs }))!.cutoff);
       const args = { cutoff, limit: p.limit };
