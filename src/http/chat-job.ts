@@ -15,6 +15,7 @@ import { bindLog, type AppContext } from './app-context.ts';
 import { chatRouteOf } from './chat-completion.ts';
 import { IDEMPOTENCY_KEY_HEADER, waitForJob, type CreationKey, creationKeyOf } from './routes/job-routes.ts';
 import { requestWriter } from './request-owner.ts';
+import { idempotencyKeyMissing } from './idempotency-key-missing.ts';
 
 /** Header naming the job a gateway answer belongs to. */
 export const JOB_ID_HEADER = 'onejob-job-id';
@@ -91,7 +92,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   let claimed: ClaimedAttempt | undefined;
   const key: CreationKey = p.idempotencyKey !== undefined
     ? { idempotencyKey: p.idempotencyKey }
-    : p.keyless !== undefined ? { keyless: p.keyless } : idempotencyKeyMissing();
+    : p.keyless !== undefined ? { keyless: p.keyless } : keyMissing();
   // A keyless create takes the general path (the store queues it): no lease to take.
   const firstAttempt = key.keyless ? undefined : ctx.inline?.leaseForNewWork(route) ?? undefined;
   const leasedAt = performance.now();
@@ -142,8 +143,8 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   return { job, created, replayed: created ? 'false' : 'true', start };
 }
 
-function idempotencyKeyMissing(): never {
-  throw new OnejobError('idempotency_key_missing', 'the Idempotency-Key header is required (1–255 visible ASCII characters)');
+function keyMissing(): never {
+  throw idempotencyKeyMissing();
 }
 
 /** Options of {@link settleChatJob}. */
