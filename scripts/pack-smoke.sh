@@ -46,7 +46,7 @@ listing="$work/contents.txt"
 tar -tzf "$work/$tarball" > "$listing"
 for want in package/package.json package/README.md package/bin/onejob package/dist/index.js package/dist/index.d.ts \
   package/dist/cli/main.js package/dist/testing/index.js package/dist/testing/index.d.ts \
-  package/dist/store/sqlite/sqlite-worker.mjs package/deploy/haproxy.cfg; do
+  package/dist/store/sqlite/sqlite-worker.mjs package/dist/store/sqlite/sqlite-engines.mjs package/deploy/haproxy.cfg; do
   grep -qx "$want" "$listing" || fail "the tarball lacks $want"
 done
 grep -q '^package/migrations/sqlite/0001_.*\.sql$' "$listing" || fail "the tarball lacks the SQLite migrations"

@@ -4,6 +4,8 @@
  * timeout becoming unknown, a resolve and a failover within a minute.
  */
 import { DEFAULT_IDLE_TIMEOUT_MS, type OnejobConfig } from '../config/config.ts';
+import { redactCredentials as redact } from '../core/redact-credentials.ts';
+import type { SqliteEngineInUse } from '../store/sqlite/sqlite-engine.ts';
 
 /** The demo's API token (owner `demo`). */
 export const DEMO_TOKEN = 'demo-token';
@@ -49,14 +51,33 @@ export function withDemo(config: OnejobConfig): OnejobConfig {
   };
 }
 
+/** The database the demo runs on, for its banner. */
+export interface DemoDatabase {
+  readonly databaseUrl: string;
+  /** The SQLite library in use (null: not SQLite). */
+  readonly sqliteEngine: SqliteEngineInUse | null;
+}
+
+/** The banner's database line(s): the URL and, on SQLite, the library and why when it is the fallback. */
+function databaseLines(db: DemoDatabase | undefined): string[] {
+  if (db === undefined) return [];
+  const url = redact(db.databaseUrl);
+  if (db.sqliteEngine === null) return [`  database:       ${url}`];
+  const lines = [`  database:       ${url} (SQLite on ${db.sqliteEngine.name})`];
+  // The whole cause, every line of it (a native module's says why in its later lines), indented under the URL.
+  for (const line of db.sqliteEngine.fallbackReason?.split('\n') ?? []) lines.push(`                  ${line.trim()}`);
+  return lines;
+}
+
 /** What `serve` prints in demo mode once listening. */
-export function demoBanner(url: string, token: string): string[] {
+export function demoBanner(url: string, token: string, db?: DemoDatabase): string[] {
   const auth = `-H 'Authorization: Bearer ${token}'`;
   return [
     '',
     `onejob demo: no config found, serving route "demo" on two embedded fake providers at ${url}`,
     '',
     `  dashboard:      ${url}/ui/  (sign in with the token ${token})`,
+    ...databaseLines(db),
     `  OpenAI SDK:     new OpenAI({ baseURL: '${url}/v1', apiKey: '${token}', fetch: intentFetch() }), model 'demo'`,
     `  Anthropic SDK:  new Anthropic({ baseURL: '${url}', apiKey: '${token}', fetch: intentFetch() }), model 'demo'`,
     "                  (import { intentFetch } from 'onejob/client': one Idempotency-Key per call, kept across the SDK's retries)",

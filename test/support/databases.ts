@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Clock } from '../../src/core/clock.ts';
 import type { JobStore } from '../../src/store/job-store.ts';
 import { openStore } from '../../src/store/open-store.ts';
+import type { SqliteEngineChoice } from '../../src/store/sqlite/sqlite-engine.ts';
 import { createPostgresDatabase, postgresSkipReason } from './postgres.ts';
 
 /** One database engine for tests. */
@@ -42,10 +43,10 @@ export const TEST_DATABASES: readonly TestDatabase[] = [
 /** A migrated store on a fresh database of `db`; `cleanup()` closes and drops it. */
 export async function createTestStore(
   db: TestDatabase,
-  options: { clock?: Clock; databaseClock?: Clock; poolSize?: number } = {},
+  options: { clock?: Clock; databaseClock?: Clock; poolSize?: number; sqliteEngine?: SqliteEngineChoice | undefined } = {},
 ): Promise<{ store: JobStore; url: string; cleanup(): Promise<void> }> {
   const { url, cleanup } = await db.create();
-  const store = await openStore(url, { clock: options.clock, databaseClock: options.databaseClock, poolSize: options.poolSize ?? 20 });
+  const store = await openStore(url, { clock: options.clock, databaseClock: options.databaseClock, poolSize: options.poolSize ?? 20, sqliteEngine: options.sqliteEngine });
   await store.migrate();
   return {
     store,
