@@ -23,7 +23,7 @@ import { sqliteEngineOf } from '../store/sqlite/sqlite-driver.ts';
 import { parseSqliteEngineChoice, SQLITE_ENGINE_ENV, type SqliteEngineInUse } from '../store/sqlite/sqlite-engine.ts';
 import type { AttemptOutcome, Store } from '../store/store.ts';
 import { CliFailure, USAGE_EXIT_CODE, describeFailure } from './cli-errors.ts';
-import { DEMO_TOKEN, demoBanner, isUnconfigured, withDemo } from './demo-config.ts';
+import { DEMO_TOKEN, demoBanner, isUnconfigured, startDemoPrimary, withDemo } from './demo-config.ts';
 import { attemptTable, describeJob, table } from './cli-output.ts';
 import { startTracing } from '../tracing/start-tracing.ts';
 
@@ -169,8 +169,9 @@ Examples:
       `
 With no config file and no providers configured, serve runs a demo: route
 "demo" on two embedded fake providers, token "demo-token" (owner demo), and
-prints curl commands that show a job, a timeout becoming unknown, a resolve
-and a failover. Its token is public, so the demo listens on 127.0.0.1 only
+prints curl commands that show a job, a timeout becoming unknown and then
+succeeded by asking the provider (the primary speaks the Responses API in
+background mode), and a failover. Its token is public, so the demo listens on 127.0.0.1 only
 unless --host (or $HOST) says otherwise.
 
 In the background, serve deletes jobs finished longer ago than
@@ -187,7 +188,9 @@ Examples:
     .action(async (opts: { config?: string; port?: number; host?: string; executor: boolean; leaseMs?: number }) => {
       const loaded = await open(io, opts.config ?? program.opts().config, true);
       const demo = isUnconfigured(loaded.config);
-      const config = demo ? withDemo(loaded.config) : loaded.config;
+      // The demo's primary calls a fake Responses API served in this process (closed on shutdown).
+      const demoPrimary = demo ? await startDemoPrimary() : undefined;
+      const config = demoPrimary ? withDemo(loaded.config, `${demoPrimary.url}/v1`) : loaded.config;
       const logger = await createCliLogger({ service: 'onejob', env: io.env });
       if (!demo) logSqliteEngine(logger, loaded.sqliteEngine);
       const token = Object.keys(config.apiKeys)[0] ?? DEMO_TOKEN;
@@ -197,7 +200,10 @@ Examples:
       // every other command starts without them.
       const { runServe } = await import('./serve-command.ts');
       await runServe({
-        onClose: tracing ? () => tracing.shutdown() : undefined,
+        onClose: tracing || demoPrimary ? async () => {
+          await demoPrimary?.close();
+          await tracing?.shutdown();
+        } : undefined,
         config, store: loaded.store, logger, executor: opts.executor, leaseMs: opts.leaseMs,
         port: opts.port ?? config.port, host: opts.host ?? (demo && !config.hostConfigured ? LOOPBACK_HOST : config.host),
         banner: demo ? (url) => demoBanner(url, token, { databaseUrl: config.databaseUrl, sqliteEngine: loaded.sqliteEngine }) : undefined,
