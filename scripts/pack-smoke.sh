@@ -46,7 +46,7 @@ listing="$work/contents.txt"
 tar -tzf "$work/$tarball" > "$listing"
 for want in package/package.json package/README.md package/bin/onejob package/dist/index.js package/dist/index.d.ts \
   package/dist/cli/main.js package/dist/testing/index.js package/dist/testing/index.d.ts \
-  package/dist/store/sqlite/sqlite-worker.mjs package/deploy/haproxy.cfg package/dist/client/index.js \
+  package/dist/store/sqlite/sqlite-worker.mjs package/dist/store/sqlite/sqlite-engines.mjs package/deploy/haproxy.cfg package/dist/client/index.js \
   package/dist/dbos/index.js package/dist/restate/index.js package/dist/temporal/index.js package/dist/ai-sdk/index.js \
   package/dist/dbos/index.d.ts package/dist/ai-sdk/index.d.ts; do
   grep -qx "$want" "$listing" || fail "the tarball lacks $want"

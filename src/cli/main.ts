@@ -8,7 +8,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createCliLogger } from './cli-logger.ts';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { LOOPBACK_HOST, loadConfig, type OnejobConfig } from '../config/config.ts';
 import { compileRouteContracts, RouteGates } from '../runtime/route-gates.ts';
 import { RetentionSweeper } from '../runtime/retention-sweeper.ts';
@@ -20,9 +20,11 @@ import { attemptBody, jobBody } from '../http/api-bodies.ts';
 import { resolutionError } from '../http/routes/attempt-routes.ts';
 import { spendPolicyOf } from '../config/limits-config.ts';
 import { openStore, redact } from '../store/open-store.ts';
+import { sqliteEngineOf } from '../store/sqlite/sqlite-driver.ts';
+import { parseSqliteEngineChoice, SQLITE_ENGINE_ENV, type SqliteEngineInUse } from '../store/sqlite/sqlite-engine.ts';
 import type { AttemptOutcome, Store } from '../store/store.ts';
 import { CliFailure, USAGE_EXIT_CODE, describeFailure } from './cli-errors.ts';
-import { DEMO_TOKEN, demoBanner, isUnconfigured, withDemo } from './demo-config.ts';
+import { DEMO_TOKEN, demoBanner, isUnconfigured, startDemoPrimary, withDemo } from './demo-config.ts';
 import { attemptTable, describeJob, table } from './cli-output.ts';
 import { startTracing } from '../tracing/start-tracing.ts';
 
@@ -88,11 +90,18 @@ function json(name: string): (value: string) => unknown {
 
 const configOption = (): Option => new Option('-c, --config <file>', 'config file (default: $ONEJOB_CONFIG, else ./onejob.config.json if present)');
 
-/** Loads the config and opens the store; the caller closes it. */
-async function open(io: CliIo, configPath: string | undefined, requireSecrets: boolean): Promise<{ config: OnejobConfig; store: Store }> {
+/** Loads the config and opens the store (a `sqlite:` one on the library $ONEJOB_SQLITE_ENGINE asks for); the caller closes it. */
+async function open(io: CliIo, configPath: string | undefined, requireSecrets: boolean): Promise<{ config: OnejobConfig; store: Store; sqliteEngine: SqliteEngineInUse | null }> {
   const config = loadConfig({ argvConfigPath: configPath, env: io.env, requireSecrets });
-  const store = await openStore(config.databaseUrl, { spend: spendPolicyOf(config) });
-  return { config, store };
+  const store = await openStore(config.databaseUrl, { spend: spendPolicyOf(config), sqliteEngine: parseSqliteEngineChoice(io.env[SQLITE_ENGINE_ENV]) });
+  return { config, store, sqliteEngine: sqliteEngineOf(store.driver) };
+}
+
+/** Logs the SQLite library a long-running process runs on: a warning, with the cause and the fix, when it fell back. */
+function logSqliteEngine(logger: Logger, engine: SqliteEngineInUse | null): void {
+  if (engine === null) return;
+  if (engine.fallbackReason === null) logger.info({ sqlite_engine: engine.name }, `SQLite on ${engine.name}`);
+  else logger.warn({ sqlite_engine: engine.name, reason: engine.fallbackReason }, `SQLite on ${engine.name}: ${engine.fallbackReason}`);
 }
 
 async function withStore<T>(io: CliIo, configPath: string | undefined, fn: (store: Store, config: OnejobConfig) => Promise<T>): Promise<T> {
@@ -130,6 +139,8 @@ export function createProgram(io: CliIo = defaultIo): Command {
 Every command reads the config file (--config, else $ONEJOB_CONFIG, else
 ./onejob.config.json) and the environment, which wins:
   DATABASE_URL     sqlite:<path> or postgres://… (default sqlite:./onejob.db)
+  ONEJOB_SQLITE_ENGINE  the SQLite library: auto (default: better-sqlite3,
+                   else node:sqlite on Node 22.13+), better-sqlite3, node:sqlite
   PORT             HTTP port of serve (default 8080)
   HOST             listen address of serve (default: the config's host, else
                    0.0.0.0; 127.0.0.1 for the unconfigured demo)
@@ -159,8 +170,9 @@ Examples:
       `
 With no config file and no providers configured, serve runs a demo: route
 "demo" on two embedded fake providers, token "demo-token" (owner demo), and
-prints curl commands that show a job, a timeout becoming unknown, a resolve
-and a failover. Its token is public, so the demo listens on 127.0.0.1 only
+prints curl commands that show a job, a timeout becoming unknown and then
+succeeded by asking the provider (the primary speaks the Responses API in
+background mode), and a failover. Its token is public, so the demo listens on 127.0.0.1 only
 unless --host (or $HOST) says otherwise.
 
 In the background, serve deletes jobs finished longer ago than
@@ -177,8 +189,11 @@ Examples:
     .action(async (opts: { config?: string; port?: number; host?: string; executor: boolean; leaseMs?: number }) => {
       const loaded = await open(io, opts.config ?? program.opts().config, true);
       const demo = isUnconfigured(loaded.config);
-      const config = demo ? withDemo(loaded.config) : loaded.config;
+      // The demo's primary calls a fake Responses API served in this process (closed on shutdown).
+      const demoPrimary = demo ? await startDemoPrimary() : undefined;
+      const config = demoPrimary ? withDemo(loaded.config, `${demoPrimary.url}/v1`) : loaded.config;
       const logger = await createCliLogger({ service: 'onejob', env: io.env });
+      if (!demo) logSqliteEngine(logger, loaded.sqliteEngine);
       const token = Object.keys(config.apiKeys)[0] ?? DEMO_TOKEN;
       const tracing = await startTracing(io.env, 'onejob');
       if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
@@ -186,10 +201,13 @@ Examples:
       // every other command starts without them.
       const { runServe } = await import('./serve-command.ts');
       await runServe({
-        onClose: tracing ? () => tracing.shutdown() : undefined,
+        onClose: tracing || demoPrimary ? async () => {
+          await demoPrimary?.close();
+          await tracing?.shutdown();
+        } : undefined,
         config, store: loaded.store, logger, executor: opts.executor, leaseMs: opts.leaseMs,
         port: opts.port ?? config.port, host: opts.host ?? (demo && !config.hostConfigured ? LOOPBACK_HOST : config.host),
-        banner: demo ? (url) => demoBanner(url, token) : undefined,
+        banner: demo ? (url) => demoBanner(url, token, { databaseUrl: config.databaseUrl, sqliteEngine: loaded.sqliteEngine }) : undefined,
       });
     });
 
@@ -219,8 +237,9 @@ Examples:
   $ onejob executor --count 2 --concurrency 32 --metrics-port 9464`,
     )
     .action(async (opts: { config?: string; count: number; concurrency?: number; leaseMs?: number; metricsPort?: number; metricsHost?: string }) => {
-      const { config, store } = await open(io, opts.config ?? program.opts().config, true);
+      const { config, store, sqliteEngine } = await open(io, opts.config ?? program.opts().config, true);
       const logger = await createCliLogger({ service: 'onejob-executor', env: io.env });
+      logSqliteEngine(logger, sqliteEngine);
       const tracing = await startTracing(io.env, 'onejob-executor');
       if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
       const { runExecutorProcess } = await import('./serve-command.ts');

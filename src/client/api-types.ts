@@ -603,6 +603,8 @@ export type paths = {
                     content: {
                         "application/json": {
                             data: ({
+                                /** @description When `can_check` is false: what would make the attempt askable (the provider type and the setting that give it a lookup); null when it can be asked. */
+                                ask_hint: string | null;
                                 /** @description The provider has a lookup: the reconciler asks it, and `POST /v1/attempts/{id}/check` asks it now. */
                                 can_check: boolean;
                                 job: {

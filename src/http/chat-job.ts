@@ -16,6 +16,7 @@ import { bindLog, type AppContext } from './app-context.ts';
 import { chatRouteOf } from './chat-completion.ts';
 import { IDEMPOTENCY_KEY_HEADER, waitForJob, type CreationKey, creationKeyOf } from './routes/job-routes.ts';
 import { requestWriter } from './request-owner.ts';
+import { idempotencyKeyMissing } from './idempotency-key-missing.ts';
 
 /** Header naming the job a gateway answer belongs to. */
 export const JOB_ID_HEADER = 'onejob-job-id';
@@ -92,7 +93,7 @@ export async function createChatJob(ctx: AppContext, request: FastifyRequest, re
   let claimed: ClaimedAttempt | undefined;
   const key: CreationKey = p.idempotencyKey !== undefined
     ? { idempotencyKey: p.idempotencyKey }
-    : p.keyless !== undefined ? { keyless: p.keyless } : idempotencyKeyMissing();
+    : p.keyless !== undefined ? { keyless: p.keyless } : keyMissing();
   const fp = fingerprint({ endpoint: p.endpoint, body: intentOf(p.body) });
   if (isResume(request)) return joinResumedJob(ctx, request, reply, p, key, fp);
   // A keyless create takes the general path (the store queues it): no lease to take.
@@ -192,8 +193,8 @@ async function joinResumedJob(
   return { job, created: false, replayed: 'true' };
 }
 
-function idempotencyKeyMissing(): never {
-  throw new OnejobError('idempotency_key_missing', 'the Idempotency-Key header is required (1–255 visible ASCII characters)');
+function keyMissing(): never {
+  throw idempotencyKeyMissing();
 }
 
 /** Options of {@link settleChatJob}. */

@@ -10,6 +10,7 @@ import type { Driver } from './driver.ts';
 import { JobStore, type JobStoreOptions } from './job-store.ts';
 import { createPostgresDriver } from './postgres/postgres-driver.ts';
 import { openSqliteDriver } from './sqlite/sqlite-driver.ts';
+import type { SqliteEngineChoice } from './sqlite/sqlite-engine.ts';
 
 /** The database URL used when none is configured. */
 export const DEFAULT_DATABASE_URL = 'sqlite:./onejob.db';
@@ -24,6 +25,8 @@ export interface OpenStoreOptions {
   readonly poolSize?: number;
   /** Spend limits (CONTRACT §16); see {@link JobStoreOptions}. */
   readonly spend?: JobStoreOptions['spend'];
+  /** The library of a `sqlite:` database (default `auto`: better-sqlite3, else node:sqlite; see sqlite/sqlite-engine.ts). */
+  readonly sqliteEngine?: SqliteEngineChoice;
 }
 
 /**
@@ -35,7 +38,7 @@ export async function openDriver(url: string, options: OpenStoreOptions = {}): P
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (path === '') throw new OnejobError('config_invalid', `database URL "${url}" names no file (try sqlite:./onejob.db)`);
-    return openSqliteDriver({ path });
+    return openSqliteDriver({ path, engine: options.sqliteEngine });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     return createPostgresDriver({ connectionString: url, max: options.poolSize });

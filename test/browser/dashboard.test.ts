@@ -193,6 +193,9 @@ describe.skipIf(SKIP !== null)('dashboard in headless Chromium', () => {
     const plain = page.locator(`.doubt-table tr[data-job="${jobs.cancelMe.id}"]`);
     expect(await plain.getAttribute('data-can-check')).toBe('false');
     expect((await plain.textContent())!.replace(/\s+/g, ' ')).toMatch(/refund-4002.*demo.*please hang again.*#1 primary.*deadline_exceeded.*none.*no: its protocol keeps nothing to ask.*\d+ (s|min)$/);
+    // What would make it askable: its provider type and the setting.
+    expect((await page.getByTestId(`ask-hint-${jobs.cancelMe.attempts[0].id}`).textContent())!.replace(/\s+/g, ' '))
+      .toMatch(/^To make it askable: provider primary is type fake, which has no lookup: point a provider of type "openai-responses", or "openai" with "lookup": "stored-completions", at the fake server/);
     const render = page.locator(`.doubt-table tr[data-job="${jobs.render1.id}"]`);
     expect(await render.getAttribute('data-can-check')).toBe('true');
     expect(await render.textContent()).toMatch(/render-6001.*render.*a fox in the snow, watercolour.*#1 renderer.*deadline_exceeded/);

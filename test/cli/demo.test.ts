@@ -9,7 +9,10 @@
  * - `GET /` leads to the dashboard;
  * - a request with tools gets a tool call, one with a JSON schema JSON that
  *   fits it (the demo's fakes, `fitRequest`), on both SDKs;
- * - the demo has prices: a job costs more than $0.
+ * - the demo has prices: a job costs more than $0;
+ * - a "hang" becomes `unknown`, then `succeeded` by lookup within seconds
+ *   (the primary is a fake Responses API in background mode, so onejob can
+ *   ask it what became of the request).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -99,6 +102,38 @@ describe('the demo a new user starts (onejob serve, no config)', () => {
     for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
   });
 
+  it('a hang becomes unknown, then succeeded by lookup within seconds: the primary speaks the Responses API in background mode', async () => {
+    const banner = demo.stderr();
+    expect(banner).toContain('the primary speaks the');
+    expect(banner).toContain('Responses API in background mode, so onejob asks it');
+    expect(banner).toContain('resolved_by "lookup"');
+    expect(banner).toContain('a plain "openai" provider has nothing to ask');
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const created = await fetch(`${demo.url}/v1/jobs`, {
+      method: 'POST',
+      headers: { ...headers, 'idempotency-key': 'demo-hang' },
+      body: JSON.stringify({ route: 'demo', input: { messages: [{ role: 'user', content: 'please hang' }] } }),
+    });
+    expect(created.status).toBe(201);
+    const { id } = (await created.json()) as { id: string };
+    type Job = { state: string; attempts: { provider: string; state: string; resolved_by: string | null; provider_request_id: string | null }[] };
+    const read = async (wait: number): Promise<Job> => (await (await fetch(`${demo.url}/v1/jobs/${id}?wait=${wait}`, { headers })).json()) as Job;
+    // The long-poll answers once the job is in doubt: the 3 s deadline passed, nothing came back.
+    const unknown = await read(10);
+    expect(unknown.state).toBe('unknown');
+    expect(unknown.attempts).toMatchObject([{ provider: 'primary', state: 'unknown', provider_request_id: expect.stringMatching(/^resp_/) }]);
+    const unknownAt = Date.now();
+    let job = unknown;
+    while (job.state === 'unknown' && Date.now() - unknownAt < 20_000) {
+      await new Promise((r) => setTimeout(r, 250));
+      job = await read(0);
+    }
+    // Resolved by asking the provider (GET /v1/responses/{id}), not by a person, not by failing over.
+    expect(job.state).toBe('succeeded');
+    expect(job.attempts.map((a) => [a.provider, a.state, a.resolved_by])).toEqual([['primary', 'succeeded', 'lookup']]);
+    expect(Date.now() - unknownAt).toBeLessThan(15_000);
+  });
+
   it('GET / leads to the dashboard', async () => {
     const res = await fetch(`${demo.url}/`, { redirect: 'manual' });
     expect([res.status, res.headers.get('location')]).toEqual([302, '/ui/']);
@@ -140,7 +175,7 @@ describe('the demo a new user starts (onejob serve, no config)', () => {
     expect(ajv.validate(summary, value), JSON.stringify(ajv.errors)).toBe(true);
   });
 
-  it('the Anthropic SDK: tools get a tool_use block that fits the tool (the openai-protocol primary answers)', async () => {
+  it('the Anthropic SDK: tools get a tool_use block that fits the tool (the primary answers, through the Responses API)', async () => {
     const anthropic = new Anthropic({ baseURL: demo.url, apiKey: TOKEN, fetch: intentFetch() });
     const message = await anthropic.messages.create({
       model: 'demo',

@@ -1,7 +1,8 @@
 /**
  * better-sqlite3 is an optional dependency (STYLE §18): an install without
  * it (`npm install --omit=optional`) serves PostgreSQL, and a `sqlite:` URL
- * then fails with one line that says what to install. The install is made
+ * then runs on node:sqlite where this Node has it (22.13+, 24, 26), else
+ * fails with one line that says what to install. The install is made
  * for real: a copy of the package whose node_modules holds every dependency
  * but better-sqlite3 (links to this checkout's), so the module cannot be
  * found from it, and `bin/onejob` is run from there.
@@ -11,6 +12,7 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeSqliteExpected } from '../../src/store/sqlite/sqlite-engine.ts';
 import { freePort } from '../support/free-port.ts';
 import { createPostgresDatabase, postgresSkipReason } from '../support/postgres.ts';
 
@@ -41,13 +43,24 @@ describe('an install without better-sqlite3 (npm install --omit=optional)', () =
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a sqlite: URL fails with one line naming the missing module and what to do', async () => {
-    const r = await run(bin, ['migrate'], { DATABASE_URL: `sqlite:${join(dir, 'x.db')}` });
-    expect(r.code, r.stderr).not.toBe(0);
-    const lines = r.stderr.split('\n').filter((l) => l !== '');
-    expect(lines, r.stderr).toHaveLength(1);
-    expect(lines[0]).toMatch(/^onejob: .*needs the optional dependency better-sqlite3, which is not installed.*npm install better-sqlite3/);
-  });
+  if (nodeSqliteExpected()) {
+    it('a sqlite: URL runs on node:sqlite (this Node has it): migrate applies, ONEJOB_SQLITE_ENGINE=better-sqlite3 says what to install', async () => {
+      const r = await run(bin, ['migrate'], { DATABASE_URL: `sqlite:${join(dir, 'x.db')}` });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^0001_\w+: applied$/m);
+      const forced = await run(bin, ['migrate'], { DATABASE_URL: `sqlite:${join(dir, 'y.db')}`, ONEJOB_SQLITE_ENGINE: 'better-sqlite3' });
+      expect(forced.code, forced.stderr).not.toBe(0);
+      expect(forced.stderr).toMatch(/^onejob: .*needs the optional dependency better-sqlite3, which is not installed.*npm install better-sqlite3/);
+    });
+  } else {
+    it('a sqlite: URL fails with one line naming the missing module and what to do', async () => {
+      const r = await run(bin, ['migrate'], { DATABASE_URL: `sqlite:${join(dir, 'x.db')}` });
+      expect(r.code, r.stderr).not.toBe(0);
+      const lines = r.stderr.split('\n').filter((l) => l !== '');
+      expect(lines, r.stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(/^onejob: .*needs the optional dependency better-sqlite3, which is not installed.*npm install better-sqlite3/);
+    });
+  }
 
   it.skipIf(postgresSkipReason() !== null)('PostgreSQL is served: migrate, then serve answers /readyz 200', async () => {
     const db = await createPostgresDatabase();

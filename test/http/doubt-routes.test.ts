@@ -128,6 +128,13 @@ for (const db of TEST_DATABASES) {
       expect(due).toBe(1_000);
       expect(plain).toMatchObject({ provider: 'plain', can_check: false, next_check_at: null, settles_at: null, provider_request_id: null });
       expect(policy).toMatchObject({ provider: 'settled', can_check: false, next_check_at: null });
+      // What would make each askable: the provider type and the setting (a policy only where none is set).
+      expect(task.ask_hint).toBeNull();
+      expect(plain.ask_hint).toContain('set "lookup": "stored-completions" on provider plain (type openai)');
+      expect(plain.ask_hint).toContain('type "openai-responses"');
+      expect(plain.ask_hint).toContain('"settleUnknownAfterMs"');
+      expect(policy.ask_hint).toContain('set "lookup": "stored-completions" on provider settled (type openai)');
+      expect(policy.ask_hint).not.toContain('settleUnknownAfterMs');
       expect(Date.parse(policy.settles_at) - Date.parse(policy.started_at)).toBe(600_000);
       // After a lookup that found nothing definite, the last and next check are the reconciler's.
       const reconciler = new Reconciler({ store, providers, firstCheckMs: 1, everyMs: 1_000 });

@@ -5,11 +5,15 @@
  * the same body is a new job; every answer names the key it used; `reject`
  * mode (the default) is unchanged.
  */
+import { readFileSync } from 'node:fs';
+import Anthropic from '@anthropic-ai/sdk';
 import type { FastifyInstance } from 'fastify';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineConfig, type OnejobConfig } from '../../src/config/config.ts';
 import type { Executor } from '../../src/executor/executor.ts';
 import { buildApp } from '../../src/http/build-app.ts';
+import { SENDING_A_KEY_DOCS } from '../../src/http/idempotency-key-missing.ts';
 import { createRuntime, type Runtime } from '../../src/runtime/runtime.ts';
 import type { JobStore } from '../../src/store/job-store.ts';
 import { startFakeProvider, type FakeProvider } from '../../src/testing/fake-provider-server.ts';
@@ -156,6 +160,44 @@ for (const db of TEST_DATABASES) {
       });
       expect(jobs.status).toBe(400);
       expect((await store.listJobs({ ownerId: 'alice', limit: 200 })).jobs.length).toBe(before);
+      expect(fake.calls.filter((c) => JSON.stringify(c.body).includes(content))).toHaveLength(0);
+    });
+
+    it("the 400's message says how to send a key with each client, that keyless mode exists, and where the docs are: on every create route, as the SDKs show it", async () => {
+      const content = `message ${++seq}`;
+      const openai = new OpenAI({ apiKey: TOKEN, baseURL: `${rejectUrl}/v1`, maxRetries: 0 });
+      const anthropic = new Anthropic({ apiKey: TOKEN, baseURL: rejectUrl, maxRetries: 0 });
+      const messages = [{ role: 'user' as const, content }];
+      const rejected = async (p: Promise<unknown>): Promise<{ status: number; message: string }> => {
+        const e = await p.then(() => null, (err: unknown) => err);
+        if (!(e instanceof OpenAI.APIError) && !(e instanceof Anthropic.APIError)) throw new Error(`expected an APIError, got ${String(e)}`);
+        // The Anthropic SDK's `message` is the raw body; the text a caller reads is its error.message.
+        const message = e instanceof Anthropic.APIError ? (e.error as { error: { message: string } }).error.message : e.message;
+        return { status: e.status ?? 0, message };
+      };
+      const jobs = await fetch(`${rejectUrl}/v1/jobs`, {
+        method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ route: 'chat', input: { content } }),
+      });
+      const answers = [
+        { status: jobs.status, message: ((await jobs.json()) as { detail: string }).detail },
+        await rejected(openai.chat.completions.create({ model: 'chat', messages })),
+        await rejected(openai.responses.create({ model: 'chat', input: content })),
+        await rejected(anthropic.messages.create({ model: 'chat', max_tokens: 16, messages })),
+      ];
+      for (const { status, message } of answers) {
+        expect(status).toBe(400);
+        expect(message).toContain('Idempotency-Key');
+        expect(message).toContain('intentFetch()');
+        expect(message).toContain("from 'onejob/client'");
+        expect(message).toContain("headers: { 'Idempotency-Key': key }");
+        expect(message).toContain('"keyless": {"mode": "fingerprint"}');
+        expect(message).toContain(SENDING_A_KEY_DOCS);
+      }
+      // The address names a file and a heading that exist.
+      const [file, anchor] = SENDING_A_KEY_DOCS.split('#') as [string, string];
+      const headings = readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('## '));
+      expect(headings.map((h) => h.slice(3).toLowerCase().replace(/[^a-z0-9 -]/g, '').replace(/ /g, '-'))).toContain(anchor);
       expect(fake.calls.filter((c) => JSON.stringify(c.body).includes(content))).toHaveLength(0);
     });
   });

@@ -49,6 +49,8 @@ export interface DoubtRow extends Attempt {
   can_check: boolean;
   /** When a settle policy resolves it failed, or null. */
   settles_at: string | null;
+  /** When it cannot be asked: what would make it askable (the provider type and the setting); null when it can. */
+  ask_hint: string | null;
 }
 
 /** A job body. */

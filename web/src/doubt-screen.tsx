@@ -3,7 +3,8 @@
  * first (`GET /v1/doubt`, one read for the page), as a work queue: what each
  * is (key, route, a line of its input, the provider's id of the request),
  * whether onejob can ask the provider by itself and when it last asked and
- * asks next, how long it has been in doubt; select several and resolve them
+ * asks next (or, when it cannot, what would make it askable: the provider
+ * type and the setting), how long it has been in doubt; select several and resolve them
  * as failed or cancelled, or cancel their jobs, at once with one reason (one
  * call of the existing endpoint per row).
  */
@@ -169,10 +170,15 @@ export function DoubtScreen({ api, tick }: { api: Api; tick: number }) {
                           <div>next {r.next_check_at ? <span title={when(r.next_check_at)}>{until(r.next_check_at, now)}</span> : '—'}</div>
                           <CheckNow api={api} row={r} />
                         </>
-                      ) : r.settles_at ? (
-                        <>no lookup; <span title={when(r.settles_at)}>settled by policy {until(r.settles_at, now).replace('due now', 'now')}</span></>
                       ) : (
-                        <span class="muted">no: its protocol keeps nothing to ask</span>
+                        <>
+                          {r.settles_at ? (
+                            <>no lookup; <span title={when(r.settles_at)}>settled by policy {until(r.settles_at, now).replace('due now', 'now')}</span></>
+                          ) : (
+                            <span class="muted">no: its protocol keeps nothing to ask</span>
+                          )}
+                          {r.ask_hint && <div class="ask-hint" data-testid={`ask-hint-${r.id}`}>To make it askable: {r.ask_hint}</div>}
+                        </>
                       )}
                     </td>
                     <td class="small nowrap" title={when(r.unknown_at ?? r.started_at)}>{ago(r.unknown_at ?? r.started_at, now).replace(' ago', '')}</td>

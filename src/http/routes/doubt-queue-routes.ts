@@ -16,6 +16,7 @@ import { bearerSecurity, errorResponses } from '../api-schemas.ts';
 import type { AppContext } from '../app-context.ts';
 import { inputLine } from '../input-line.ts';
 import { requestOwner } from '../request-owner.ts';
+import { askHint } from '../../providers/ask-hint.ts';
 
 /** Query of `GET /v1/doubt`. */
 export const doubtQueueQuery = {
@@ -34,7 +35,7 @@ const doubtRowSchema = {
   description:
     'An attempt in doubt (the attempt body; `next_check_at` is filled in before the first ask too) with the job it blocks and what onejob will do about it.',
   allOf: [{ $ref: 'Attempt#' }],
-  required: ['job', 'can_check', 'settles_at'],
+  required: ['job', 'can_check', 'settles_at', 'ask_hint'],
   properties: {
     job: {
       type: 'object',
@@ -50,6 +51,10 @@ const doubtRowSchema = {
     },
     can_check: { type: 'boolean', description: 'The provider has a lookup: the reconciler asks it, and `POST /v1/attempts/{id}/check` asks it now.' },
     settles_at: { type: ['string', 'null'], format: 'date-time', description: 'When the provider\'s `settleUnknownAfterMs` policy resolves it `failed` (null without a policy).' },
+    ask_hint: {
+      type: ['string', 'null'],
+      description: 'When `can_check` is false: what would make the attempt askable (the provider type and the setting that give it a lookup); null when it can be asked.',
+    },
   },
 } as const;
 
@@ -86,6 +91,7 @@ export function registerDoubtQueueRoutes(app: FastifyInstance, ctx: AppContext):
             },
             can_check: plan.canCheck,
             settles_at: plan.settlesAt?.toISOString() ?? null,
+            ask_hint: plan.canCheck ? null : askHint(attempt.provider, ctx.config.providers[attempt.provider]),
           };
         }),
         next_cursor: page.nextCursor,

@@ -15,6 +15,7 @@ import {
 import { bindLog, type AppContext } from '../app-context.ts';
 import { isJobSearch, searchJobsAnswer } from './job-search.ts';
 import { requestOwner, requestWriter } from '../request-owner.ts';
+import { idempotencyKeyMissing } from '../idempotency-key-missing.ts';
 
 /** The syntax of an Idempotency-Key: 1–255 visible ASCII characters. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[!-~]{1,255}$/;
@@ -27,7 +28,7 @@ export const IDEMPOTENCY_KEY_PATTERN = /^[!-~]{1,255}$/;
 export function idempotencyKeyOf(request: FastifyRequest): string {
   const raw = request.headers['idempotency-key'];
   if (raw === undefined || raw === '') {
-    throw new OnejobError('idempotency_key_missing', 'the Idempotency-Key header is required (1–255 visible ASCII characters)');
+    throw idempotencyKeyMissing();
   }
   const key = Array.isArray(raw) ? raw.join(', ') : raw;
   if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {

@@ -44,7 +44,7 @@ export function replyParts(call: FakeCall, given: FakeBehaviour): ReplyParts {
 }
 
 /** `b` with the answer {@link fakeRequestAnswer} gives the request, when `b` scripts no answer of its own. */
-function fittedBehaviour(body: unknown, b: FakeBehaviour): FakeBehaviour {
+export function fittedBehaviour(body: unknown, b: FakeBehaviour): FakeBehaviour {
   if (b.reply !== undefined || b.toolCalls !== undefined || b.refusal !== undefined || b.chunks !== undefined) return b;
   const answer = fakeRequestAnswer(body);
   if (answer === null) return b;
@@ -60,13 +60,17 @@ export function contentText(content: unknown): string {
     .join('');
 }
 
-/** All the text of a request (Anthropic `system` included), for `contains` rules and token estimates. */
+/** All the text of a request (Anthropic `system` and the Responses API's `instructions` and `input` included), for `contains` rules and token estimates. */
 export function requestText(body: unknown): string {
   if (typeof body !== 'object' || body === null) return '';
-  const b = body as { system?: unknown; messages?: unknown };
+  const b = body as { system?: unknown; messages?: unknown; instructions?: unknown; input?: unknown };
   const parts: string[] = [];
   if (b.system !== undefined) parts.push(contentText(b.system));
   if (Array.isArray(b.messages)) for (const m of b.messages) parts.push(contentText((m as { content?: unknown } | null)?.content));
+  // The Responses API: `instructions`, and `input` (a string, or items whose `content` is text or parts).
+  if (typeof b.instructions === 'string') parts.push(b.instructions);
+  if (typeof b.input === 'string') parts.push(b.input);
+  else if (Array.isArray(b.input)) for (const item of b.input) parts.push(contentText((item as { content?: unknown } | null)?.content));
   return parts.join('\n');
 }
 

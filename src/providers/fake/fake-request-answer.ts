@@ -4,10 +4,11 @@
  * request's JSON schema when it asks for one, so that a demo shows tools and
  * structured output working instead of an echo that looks like a bug.
  *
- * It reads both wire dialects: OpenAI (`tools[].function.parameters`,
+ * It reads the wire dialects: OpenAI (`tools[].function.parameters`,
  * `tool_choice`, `response_format: {type: "json_schema", json_schema: {schema}}`
- * or `{type: "json_object"}`) and Anthropic (`tools[].input_schema`,
- * `tool_choice`, `output_config.format` / `output_format` with a `schema`).
+ * or `{type: "json_object"}`), Anthropic (`tools[].input_schema`,
+ * `tool_choice`, `output_config.format` / `output_format` with a `schema`)
+ * and the Responses API (`tools[].parameters`, `text.format`, `input` items).
  * The values are made up from the schema alone: the first `enum` member, the
  * `minimum`, a string of `minLength`, every property (required or not).
  */
@@ -34,17 +35,18 @@ function chosenTool(body: Record<string, unknown>): { name: string; schema: unkn
   const choice = body.tool_choice;
   if (choice === 'none' || (isRecord(choice) && choice.type === 'none')) return null;
   const named = isRecord(choice) ? (isRecord(choice.function) ? choice.function.name : choice.name) : undefined;
-  const described = tools.map((t) => (isRecord(t.function) ? { name: t.function.name, schema: t.function.parameters } : { name: t.name, schema: t.input_schema }));
+  // OpenAI chat (`function.parameters`), Anthropic (`input_schema`), the Responses API (`parameters` at the top).
+  const described = tools.map((t) => (isRecord(t.function) ? { name: t.function.name, schema: t.function.parameters } : { name: t.name, schema: t.input_schema ?? t.parameters }));
   const usable = described.filter((t): t is { name: string; schema: unknown } => typeof t.name === 'string');
   return usable.find((t) => t.name === named) ?? usable[0] ?? null;
 }
 
 /** Whether the last message is a tool's result (OpenAI role `tool`, an Anthropic `tool_result` block): the model's turn to answer in words. */
 function answersToolResult(body: Record<string, unknown>): boolean {
-  const messages = Array.isArray(body.messages) ? body.messages : [];
+  const messages = Array.isArray(body.messages) ? body.messages : Array.isArray(body.input) ? body.input : [];
   const last: unknown = messages[messages.length - 1];
   if (!isRecord(last)) return false;
-  return last.role === 'tool' || (Array.isArray(last.content) && last.content.some((b) => isRecord(b) && b.type === 'tool_result'));
+  return last.role === 'tool' || last.type === 'function_call_output' || (Array.isArray(last.content) && last.content.some((b) => isRecord(b) && b.type === 'tool_result'));
 }
 
 /** The JSON schema a request wants its answer to fit, `{}` for "any JSON object", or null for free text. */
@@ -54,8 +56,9 @@ function answerSchema(body: Record<string, unknown>): Schema | null {
     if (format.type === 'json_schema') return isRecord(format.json_schema) && isRecord(format.json_schema.schema) ? format.json_schema.schema : {};
     if (format.type === 'json_object') return { type: 'object' };
   }
-  for (const holder of [isRecord(body.output_config) ? body.output_config.format : undefined, body.output_format]) {
+  for (const holder of [isRecord(body.output_config) ? body.output_config.format : undefined, body.output_format, isRecord(body.text) ? body.text.format : undefined]) {
     if (isRecord(holder) && holder.type === 'json_schema') return isRecord(holder.schema) ? holder.schema : {};
+    if (isRecord(holder) && holder.type === 'json_object') return { type: 'object' };
   }
   return null;
 }

@@ -22,7 +22,7 @@ import { abortableSleep } from '../abortable-sleep.ts';
 import type { FakeApiContext } from './fake-api-context.ts';
 import type { FakeBehaviour } from './fake-behaviour.ts';
 import { authorizedHeaders, defaultErrorHeaders, readBody, refusedMethod, sendJson, startEventStream, written } from './fake-http.ts';
-import { contentText } from './fake-reply.ts';
+import { contentText, fittedBehaviour } from './fake-reply.ts';
 import { argumentPieces, defaultChunks } from './fake-reply-pieces.ts';
 import { sseEvent } from './fake-wire-protocol.ts';
 
@@ -139,6 +139,7 @@ export class FakeResponsesApi {
     let chosen: FakeBehaviour;
     try {
       chosen = this.#context.choose('openai', headers, { messages: [], ...body }).behaviour;
+      if (chosen.fitRequest === true) chosen = fittedBehaviour(body, chosen);
     } catch (err) {
       return sendJson(res, 400, { error: { message: `fake provider: ${(err as Error).message}` } });
     }

@@ -1,6 +1,6 @@
 /**
  * The SQLite driver's connection: the worker thread that owns the one
- * better-sqlite3 connection (`sqlite-worker.mjs`), the messages posted to it,
+ * connection, better-sqlite3's or node:sqlite's (`sqlite-worker.mjs`), the messages posted to it,
  * and the gate that keeps other callers' statements out of an open
  * transaction.
  *
@@ -25,6 +25,7 @@
 import { Worker } from 'node:worker_threads';
 import { OnejobError } from '../../core/errors.ts';
 import { isTransientDatabaseError } from '../transient-errors.ts';
+import { SqliteEngineLoadError, type SqliteEngine } from './sqlite-engine.ts';
 
 /** How the worker runs one statement: `each` runs it once per argument list (`p` is then a list of lists). */
 export type Kind = 'get' | 'all' | 'run' | 'each';
@@ -70,16 +71,27 @@ export function sqliteModuleInstalled(): boolean {
   }
 }
 
-/** Starts a worker on the file and waits until it has opened it. */
-export async function startWorker(options: { readonly path: string; readonly busyTimeoutMs?: number | undefined }): Promise<Worker> {
-  // execArgv []: the worker is plain JavaScript and needs no loader (e.g. tsx) from the parent's flags.
-  const worker = new Worker(WORKER_URL, { workerData: { path: options.path, busyTimeoutMs: options.busyTimeoutMs ?? 5000 }, execArgv: [] });
+/**
+ * Starts a worker on the file with `engine` and waits until it has opened it.
+ *
+ * @throws SqliteEngineLoadError when the engine's library cannot be loaded (the caller may fall back);
+ *   the error of opening the file otherwise.
+ */
+export async function startWorker(options: { readonly path: string; readonly busyTimeoutMs?: number | undefined; readonly engine: SqliteEngine }): Promise<Worker> {
+  // execArgv: the worker is plain JavaScript and needs no loader (e.g. tsx) from the parent's flags; Node 22 warns
+  // that node:sqlite is experimental on every load, a line the user can do nothing about (the banner names the engine).
+  const execArgv = options.engine === 'node:sqlite' ? ['--disable-warning=ExperimentalWarning'] : [];
+  const worker = new Worker(WORKER_URL, { workerData: { path: options.path, busyTimeoutMs: options.busyTimeoutMs ?? 5000, engine: options.engine }, execArgv });
   let onMessage = (_m: { t: string; e?: ErrInfo }): void => undefined;
   let onError = (_e: Error): void => undefined;
   let onExit = (_code: number): void => undefined;
   try {
     await new Promise<void>((resolve, reject) => {
-      onMessage = (m) => (m.t === 'ready' ? resolve() : reject(toError(m.e ?? { name: 'Error', message: 'the worker did not start' })));
+      onMessage = (m) => {
+        if (m.t === 'ready') resolve();
+        else if (m.t === 'load_failed') reject(new SqliteEngineLoadError(options.engine, m.e?.message ?? 'the library did not load'));
+        else reject(toError(m.e ?? { name: 'Error', message: 'the worker did not start' }));
+      };
       onError = reject;
       onExit = (code) => reject(new Error(`the SQLite worker exited (code ${code})`));
       worker.once('message', onMessage).once('error', onError).once('exit', onExit);

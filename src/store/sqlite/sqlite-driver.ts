@@ -1,5 +1,5 @@
 /**
- * The SQLite driver (better-sqlite3, WAL, `synchronous = FULL`): the embedded default.
+ * The SQLite driver (better-sqlite3 or node:sqlite, WAL, `synchronous = FULL`): the embedded default.
  *
  * Split by concern:
  * - `sqlite-connection.ts`: the worker thread that owns the connection
@@ -21,8 +21,11 @@
  *
  * better-sqlite3 is an optional dependency (STYLE §18): only the worker
  * loads it, so a PostgreSQL-only install (`npm install --omit=optional`)
- * never needs it; opening a `sqlite:` database without it fails with one
- * line that says so ({@link SQLITE_MODULE_MISSING}).
+ * never needs it; opening a `sqlite:` database without it, or with a
+ * better-sqlite3 that cannot load (built for another Node), runs on
+ * `node:sqlite` where this Node has it, else fails with the whole cause and
+ * the fix (`sqlite-engine.ts`; {@link SQLITE_MODULE_MISSING} when it is not
+ * installed).
  */
 import type { Worker } from 'node:worker_threads';
 import { OnejobError } from '../../core/errors.ts';
@@ -35,6 +38,10 @@ import { sqliteInsightQueries } from './insight-queries.ts';
 import { queriesOn } from './queries-on.ts';
 import { toAttempt, toEvent, toJob } from './row-mappers.ts';
 import { SQLITE_MODULE_MISSING, SqliteConnection, sqliteModuleInstalled, startWorker, type Kind, type ScriptStep } from './sqlite-connection.ts';
+import {
+  engineUnavailableMessage, fallbackReasonOf, nodeSqliteExpected, nodeSqliteUnavailableMessage, SqliteEngineLoadError,
+  type SqliteEngineChoice, type SqliteEngineInUse,
+} from './sqlite-engine.ts';
 
 export { SQLITE_MODULE_MISSING } from './sqlite-connection.ts';
 
@@ -56,6 +63,8 @@ export interface SqliteDriverOptions {
    * `unavailable`, nothing sent. Default 2 000.
    */
   readonly maxQueued?: number;
+  /** The library: `auto` (the default) is better-sqlite3 where it loads, else node:sqlite (sqlite-engine.ts). */
+  readonly engine?: SqliteEngineChoice;
 }
 
 /**
@@ -66,17 +75,63 @@ export interface SqliteDriverOptions {
  * @example const driver = await openSqliteDriver({ path: './onejob.db' });
  */
 export async function openSqliteDriver(options: SqliteDriverOptions): Promise<Driver> {
-  if (!sqliteModuleInstalled()) throw new OnejobError('config_invalid', SQLITE_MODULE_MISSING);
+  const { worker, engine } = await startOnEngine(options);
   const spawn = async (): Promise<Worker> => {
     try {
-      return await startWorker(options);
+      return await startWorker({ ...options, engine: engine.name });
     } catch (e) {
-      // One line: a native module that failed to load explains itself over many.
-      throw new OnejobError('database_unavailable', `cannot open SQLite database ${options.path}: ${(e as Error).message.split('\n')[0]}`, { cause: e });
+      throw new OnejobError('database_unavailable', `cannot open SQLite database ${options.path}: ${(e as Error).message}`, { cause: e });
     }
   };
-  const conn = new SqliteConnection(await spawn(), spawn, options.path, { maxBusyAttempts: options.maxBusyAttempts ?? 4, maxQueued: options.maxQueued ?? 2_000 });
-  return new SqliteDriver(conn);
+  const conn = new SqliteConnection(worker, spawn, options.path, { maxBusyAttempts: options.maxBusyAttempts ?? 4, maxQueued: options.maxQueued ?? 2_000 });
+  return new SqliteDriver(conn, engine);
+}
+
+/**
+ * Why better-sqlite3 could not be loaded in this process, once it could not (later opens go straight to
+ * node:sqlite instead of starting a worker that fails the same way); null while it loads, or has not been tried.
+ */
+let betterSqlite3Failure: string | null = null;
+
+/** Starts the first worker on the engine `options.engine` asks for (see sqlite-engine.ts). */
+async function startOnEngine(options: SqliteDriverOptions): Promise<{ worker: Worker; engine: SqliteEngineInUse }> {
+  const choice = options.engine ?? 'auto';
+  const opened = (e: unknown): OnejobError =>
+    e instanceof OnejobError ? e : new OnejobError('database_unavailable', `cannot open SQLite database ${options.path}: ${(e as Error).message}`, { cause: e });
+  if (choice === 'node:sqlite') {
+    try {
+      return { worker: await startWorker({ ...options, engine: 'node:sqlite' }), engine: { name: 'node:sqlite', fallbackReason: null } };
+    } catch (e) {
+      if (e instanceof SqliteEngineLoadError) throw new OnejobError('config_invalid', nodeSqliteUnavailableMessage(options.path, e.message), { cause: e });
+      throw opened(e);
+    }
+  }
+  let betterCause = betterSqlite3Failure ?? (sqliteModuleInstalled() ? null : SQLITE_MODULE_MISSING);
+  if (betterCause === null) {
+    try {
+      return { worker: await startWorker({ ...options, engine: 'better-sqlite3' }), engine: { name: 'better-sqlite3', fallbackReason: null } };
+    } catch (e) {
+      if (!(e instanceof SqliteEngineLoadError)) throw opened(e);
+      betterCause = e.message;
+      betterSqlite3Failure = betterCause;
+    }
+  }
+  if (choice === 'better-sqlite3') {
+    throw new OnejobError('config_invalid', betterCause === SQLITE_MODULE_MISSING ? SQLITE_MODULE_MISSING : engineUnavailableMessage(options.path, betterCause, null));
+  }
+  try {
+    return { worker: await startWorker({ ...options, engine: 'node:sqlite' }), engine: { name: 'node:sqlite', fallbackReason: fallbackReasonOf(betterCause) } };
+  } catch (e) {
+    if (!(e instanceof SqliteEngineLoadError)) throw opened(e);
+    // Neither loads: a PostgreSQL-only install on a Node without node:sqlite says what to install, in one line, as before.
+    if (betterCause === SQLITE_MODULE_MISSING && !nodeSqliteExpected()) throw new OnejobError('config_invalid', SQLITE_MODULE_MISSING);
+    throw new OnejobError('config_invalid', engineUnavailableMessage(options.path, betterCause, e.message), { cause: e });
+  }
+}
+
+/** The engine a driver runs on, when it is a SQLite driver; null otherwise. */
+export function sqliteEngineOf(driver: Driver): SqliteEngineInUse | null {
+  return driver instanceof SqliteDriver ? driver.engine : null;
 }
 
 /** The worker of a SQLite driver (tests and diagnostics: `terminate()` it to see the driver recover). */
@@ -90,9 +145,12 @@ class SqliteDriver implements Driver {
   readonly queries: DriverQueries;
   readonly insights: InsightQueries;
   readonly #conn: SqliteConnection;
+  /** The library under the connection, and why when it is the fallback. */
+  readonly engine: SqliteEngineInUse;
 
-  constructor(conn: SqliteConnection) {
+  constructor(conn: SqliteConnection, engine: SqliteEngineInUse) {
     this.#conn = conn;
+    this.engine = engine;
     const exec = (k: Kind, s: string, p: unknown[]) => conn.whileBusy(() => conn.auto({ t: 'q', tx: 0, k, s, p }));
     // The autocommit writes that stand alone go through the group commit.
     this.queries = batchedQueries(queriesOn(exec, (steps) => scriptAlone(conn, steps)), {

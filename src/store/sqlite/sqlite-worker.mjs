@@ -1,7 +1,8 @@
 /**
- * The SQLite worker thread: owns the one better-sqlite3 connection of a
- * driver and runs what `sqlite-connection.ts` posts to it, one message at a time,
- * in arrival order. Every blocking call (a commit's WAL sync under
+ * The SQLite worker thread: owns the one connection of a driver
+ * (better-sqlite3, or node:sqlite where better-sqlite3 cannot load:
+ * `sqlite-engines.mjs`) and runs what `sqlite-connection.ts` posts to it,
+ * one message at a time, in arrival order. Every blocking call (a commit's WAL sync under
  * `synchronous = FULL`, a busy-timeout wait for another process's lock) blocks
  * this thread, never the main event loop.
  *
@@ -16,27 +17,38 @@
  * only refuses to run a statement meant for a transaction when none is open.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import Database from 'better-sqlite3';
+import { loadEngine } from './sqlite-engines.mjs';
 
 /** @type {import('node:worker_threads').MessagePort} */
 const port = /** @type {any} */ (parentPort);
-const { path, busyTimeoutMs } = workerData;
+const { path, busyTimeoutMs, engine } = workerData;
 
-/** @type {Database.Database} */
+/** The connection (see sqlite-engines.mjs): better-sqlite3's or node:sqlite's. */
 let db;
+let open;
 try {
-  db = new Database(path);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  db.pragma('foreign_keys = ON');
-  db.pragma(`busy_timeout = ${Number(busyTimeoutMs)}`);
-  port.postMessage({ t: 'ready' });
+  open = await loadEngine(engine);
 } catch (e) {
-  port.postMessage({ t: 'open_failed', e: errInfo(e) });
+  // The library itself cannot be loaded (a native module built for another Node, say): the main thread may fall back.
+  port.postMessage({ t: 'load_failed', e: errInfo(e) });
   port.close();
 }
+if (open) {
+  try {
+    db = open(path);
+    db.exec('PRAGMA journal_mode = WAL');
+    db.exec('PRAGMA synchronous = FULL');
+    db.exec('PRAGMA foreign_keys = ON');
+    db.exec(`PRAGMA busy_timeout = ${Number(busyTimeoutMs)}`);
+    port.postMessage({ t: 'ready' });
+  } catch (e) {
+    db = undefined;
+    port.postMessage({ t: 'open_failed', e: errInfo(e) });
+    port.close();
+  }
+}
 
-/** @type {Map<string, Database.Statement>} */
+/** @type {Map<string, ReturnType<typeof db.prepare>>} */
 const statements = new Map();
 
 function stmt(sql) {
@@ -61,7 +73,7 @@ function query(kind, sql, args) {
     case 'all':
       return stmt(sql).all(...args);
     case 'run':
-      return stmt(sql).run(...args).changes;
+      return stmt(sql).run(...args);
     case 'each': {
       // One statement, several argument lists (e.g. one row each), in order; stops at the first failure.
       const s = stmt(sql);
@@ -74,7 +86,7 @@ function query(kind, sql, args) {
 }
 
 function rollbackIfOpen() {
-  if (db.inTransaction) db.exec('ROLLBACK');
+  if (db.inTransaction()) db.exec('ROLLBACK');
 }
 
 /** Whether a step's result says it applied: a row returned, rows changed, a non-empty list. */
@@ -164,7 +176,7 @@ function handle(m) {
     case 'q':
       // tx: 0 autocommit, 1 inside the caller's open transaction, 2 open it first.
       if (m.tx === 2) db.exec('BEGIN IMMEDIATE');
-      else if (m.tx === 1 && !db.inTransaction) throw new Error('the transaction is no longer open');
+      else if (m.tx === 1 && !db.inTransaction()) throw new Error('the transaction is no longer open');
       return query(m.k, m.s, m.p);
     case 'sb':
       return scriptBatch(m.scripts);
