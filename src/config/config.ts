@@ -114,6 +114,8 @@ export interface OnejobConfig {
   readonly chatMaxWaitMs: number;
   /** Creates that send no Idempotency-Key (CONTRACT §12). Default `{ mode: "reject", windowMs: 600000 }`. */
   readonly keyless: KeylessConfig;
+  /** Batch lines (CONTRACT §17): `maxShare` of an executor's concurrency they may take. Absent: `{ maxShare: 0.5 }`. */
+  readonly batch?: { readonly maxShare: number } | undefined;
   /** API token → owner (a name), or `{ owner, readOnly: true }` for a read-only token (reads and live updates only). */
   readonly apiKeys: Readonly<Record<string, ApiKeyGrant>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
@@ -237,6 +239,7 @@ export const CONFIG_FILE_SCHEMA = {
       additionalProperties: false,
       properties: { mode: { enum: ['reject', 'fingerprint'] }, windowMs: { type: 'integer', minimum: 1, maximum: 2_592_000_000 } },
     },
+    batch: { type: 'object', additionalProperties: false, properties: { maxShare: { type: 'number', minimum: 0, maximum: 1 } } },
     apiKeys: {
       type: 'object',
       propertyNames: { pattern: '^[!-~]+$' },
@@ -415,6 +418,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     retention?: { finishedJobsDays?: number };
     executor?: Partial<ExecutorConfig>;
     keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
+    batch?: { maxShare?: number };
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -533,6 +537,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     eventFeeds: { maxPerOwner: file.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: file.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: file.keyless?.mode ?? 'reject', windowMs: file.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
+    ...(file.batch?.maxShare === undefined ? {} : { batch: { maxShare: file.batch.maxShare } }),
     apiKeys,
     providers,
     routes,
@@ -561,6 +566,7 @@ export function defineConfig(partial: {
   retention?: Partial<RetentionConfig>;
   executor?: Partial<ExecutorConfig>;
   keyless?: Partial<KeylessConfig>;
+  batch?: { maxShare: number };
   apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null }>;
@@ -592,6 +598,7 @@ export function defineConfig(partial: {
     eventFeeds: { maxPerOwner: partial.eventFeeds?.maxPerOwner ?? DEFAULT_EVENT_FEEDS_PER_OWNER, pollMs: partial.eventFeeds?.pollMs ?? DEFAULT_EVENT_FEEDS_POLL_MS },
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: partial.keyless?.mode ?? 'reject', windowMs: partial.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
+    ...(partial.batch === undefined ? {} : { batch: { maxShare: partial.batch.maxShare } }),
     apiKeys: { ...(partial.apiKeys ?? {}) },
     providers,
     routes,

@@ -146,6 +146,13 @@ function idempotencyKeyMissing(): never {
   throw new OnejobError('idempotency_key_missing', 'the Idempotency-Key header is required (1–255 visible ASCII characters)');
 }
 
+/** What a gateway endpoint answers for a failed job: `502 job_failed` with the job's error (also a batch line's, CONTRACT §17). */
+export function jobFailedError(job: Pick<JobWithAttempts, 'id' | 'error'>): OnejobError {
+  return new OnejobError('job_failed', `job ${job.id} failed: ${job.error?.message ?? 'every provider failed'}`, {
+    details: { job_id: job.id, job_error: job.error },
+  });
+}
+
 /** Options of {@link settleChatJob}. */
 export interface SettleChatJobOptions {
   /** The longest the request waits for its job. */
@@ -194,9 +201,7 @@ export async function settleChatJob(
     case 'failed':
       metrics.chatRequests.inc({ outcome: 'failed', replayed });
       reply.header('x-should-retry', 'false');
-      throw new OnejobError('job_failed', `job ${job.id} failed: ${job.error?.message ?? 'every provider failed'}`, {
-        details: { ...details, job_error: job.error },
-      });
+      throw jobFailedError(job);
     case 'cancelled':
       metrics.chatRequests.inc({ outcome: 'cancelled', replayed });
       reply.header('x-should-retry', 'false');
