@@ -119,7 +119,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
     instrumentUsage(executor, metrics);
     await executor.start();
     // Batches (CONTRACT §17) are kept by the processes that run executors.
-    runtime.startBatches();
+    runtime.startBatches(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs });
   } else {
     o.logger.info('serving the API only (--no-executor): run `onejob executor` against the same database');
   }
@@ -227,7 +227,7 @@ export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<voi
       await executor.start();
       ready.push([{ executor: executor.id }, 'executor ready']);
     }
-    if (o.count > 0) runtime.startBatches();
+    if (o.count > 0) runtime.startBatches(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs });
     if (o.retention ?? true) runtime.startRetention();
   } catch (error) {
     server?.close();

@@ -37,11 +37,14 @@ export class BatchStore {
   readonly #driver: Driver;
   readonly #clock: Clock;
   readonly #newId: (prefix: 'job') => string;
+  readonly #signalWork: () => void;
 
-  constructor(driver: Driver, clock: Clock, newId: (prefix: 'job') => string) {
+  /** `signalWork` wakes the executors (this process's and, where the engine can, the others'). */
+  constructor(driver: Driver, clock: Clock, newId: (prefix: 'job') => string, signalWork: () => void) {
     this.#driver = driver;
     this.#clock = clock;
     this.#newId = newId;
+    this.#signalWork = signalWork;
   }
 
   // ---- files ---------------------------------------------------------------
@@ -186,7 +189,11 @@ export class BatchStore {
       const to = lines.at(-1)!.lineNo;
       if (!(await q.batchAdvanceLines({ ownerId: batch.ownerId, id: batch.id, from: batch.linesCreated, to, now }))) throw new PageTaken();
       return lines.length;
-    }).catch((e: unknown) => {
+    }).then(async (n) => {
+      // New queued work: the executors (of every process) claim it now rather than at their next poll.
+      if (n > 0) this.#signalWork();
+      return n;
+    }, (e: unknown) => {
       if (e instanceof PageTaken) return 0;
       throw e;
     });

@@ -102,7 +102,7 @@ export class JobStore implements Store {
     this.#clock = options.clock ?? systemClock;
     this.#databaseClock = options.databaseClock;
     this.insights = new Insights(driver);
-    this.batches = new BatchStore(driver, this.#clock, newId);
+    this.batches = new BatchStore(driver, this.#clock, newId, () => this.#signalWork());
   }
 
   /** Files and batches (CONTRACT §17, `store/batch-store.ts`). */
