@@ -115,3 +115,26 @@ export async function eventually<T>(read: () => Promise<T>, done: (v: T) => bool
   }
   return last;
 }
+
+/** Runs one statement on the test database behind `url` (what only time would do: a batch's window ending). */
+export async function execSql(url: string, sql: string): Promise<void> {
+  if (url.startsWith('sqlite:')) {
+    const { default: Database } = await import('better-sqlite3');
+    const db = new Database(url.slice('sqlite:'.length));
+    try {
+      db.pragma('busy_timeout = 5000');
+      db.prepare(sql).run();
+    } finally {
+      db.close();
+    }
+    return;
+  }
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
