@@ -213,7 +213,7 @@ ORDER BY j.created_at, j.id LIMIT $1 FOR UPDATE OF j SKIP LOCKED`,
       const stale = await rows(
         `SELECT owner_id, id FROM files f WHERE purpose = 'batch' AND (
            (status = 'uploading' AND created_at < $1) OR
-           (status = 'processed' AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.owner_id = f.owner_id AND b.input_file_id = f.id AND b.finished_at IS NULL)))
+           (status = 'processed' AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.owner_id = f.owner_id AND b.input_file_id = f.id)))
          LIMIT $3`,
         [new Date(now.getTime() - 3_600_000), cutoff, p.limit],
       );

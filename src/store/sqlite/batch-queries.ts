@@ -207,7 +207,7 @@ export function sqliteBatchQueries(
       const stale = await all(
         `SELECT owner_id, id FROM files f WHERE purpose = 'batch' AND (
            (status = 'uploading' AND created_at < ?) OR
-           (status = 'processed' AND created_at < ? AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.owner_id = f.owner_id AND b.input_file_id = f.id AND b.finished_at IS NULL)))
+           (status = 'processed' AND created_at < ? AND NOT EXISTS (SELECT 1 FROM batches b WHERE b.owner_id = f.owner_id AND b.input_file_id = f.id)))
          LIMIT ?`,
         now - 3_600_000, cutoff, p.limit,
       );
