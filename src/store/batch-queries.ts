@@ -158,6 +158,8 @@ export interface BatchQueries {
   batchCounts(ownerId: string, batchId: string): Promise<BatchCounts>;
   /** Sum of `cost_micros` over the attempts of the batch's jobs; null when none is priced. */
   batchCostMicros(ownerId: string, batchId: string): Promise<number | null>;
+  /** Bytes of the file of one outcome's lines (each line and its newline). */
+  batchOutputBytes(ownerId: string, batchId: string, outcome: 'output' | 'error'): Promise<number>;
   /** Rendered lines of one outcome after `afterLineNo`, in line order. */
   batchOutputPage(ownerId: string, batchId: string, outcome: 'output' | 'error', afterLineNo: number, limit: number): Promise<{ lineNo: number; output: string }[]>;
 

@@ -247,16 +247,16 @@ export class BatchStore {
   async finalize(batch: BatchRow, to: 'completed' | 'cancelled' | 'expired', counts: BatchCounts, fileIds: { output: string; error: string }): Promise<boolean> {
     return this.#driver.transaction(async (q) => {
       const now = this.#clock.now();
-      const file = (id: string, kind: 'output' | 'error', lineCount: number): FileRow => ({
-        ownerId: batch.ownerId, id, purpose: 'batch_output', filename: `batch_${batch.id}_${kind}.jsonl`, bytes: 0, lineCount,
+      const file = async (id: string, kind: 'output' | 'error', lineCount: number): Promise<FileRow> => ({
+        ownerId: batch.ownerId, id, purpose: 'batch_output', filename: `batch_${batch.id}_${kind}.jsonl`, bytes: await q.batchOutputBytes(batch.ownerId, batch.id, kind), lineCount,
         endpoints: [], status: 'processed', batchId: batch.id, kind, createdAt: now,
       });
       const outputFileId = counts.outputs > 0 ? fileIds.output : null;
       const errorFileId = counts.errors > 0 ? fileIds.error : null;
       const done = await q.batchSetStatus({ ownerId: batch.ownerId, id: batch.id, from: [batch.status], to, now, outputFileId, errorFileId });
       if (!done) return false;
-      if (outputFileId) await q.fileInsert(file(outputFileId, 'output', counts.outputs));
-      if (errorFileId) await q.fileInsert(file(errorFileId, 'error', counts.errors));
+      if (outputFileId) await q.fileInsert(await file(outputFileId, 'output', counts.outputs));
+      if (errorFileId) await q.fileInsert(await file(errorFileId, 'error', counts.errors));
       return true;
     });
   }

@@ -43,7 +43,9 @@ for (const db of TEST_DATABASES) {
       expect(done.completed_at).toBeGreaterThanOrEqual(done.created_at);
       expect((done as unknown as { onejob: { cost_usd: number } }).onejob.cost_usd).toBeGreaterThan(0);
 
-      const out = (await (await client().files.content(done.output_file_id!)).text()).trim().split('\n').map((l) => JSON.parse(l));
+      const outText = await (await client().files.content(done.output_file_id!)).text();
+      expect((await client().files.retrieve(done.output_file_id!)).bytes).toBe(Buffer.byteLength(outText));
+      const out = outText.trim().split('\n').map((l) => JSON.parse(l));
       expect(out).toHaveLength(20);
       for (let i = 0; i < 20; i++) {
         const line = out[i];

@@ -185,6 +185,8 @@ export function batchQueriesOn(db: Queryable): BatchQueries {
       ))[0];
       return r?.micros === null || r?.micros === undefined ? null : Number(r.micros);
     },
+    batchOutputBytes: async (ownerId, batchId, outcome) =>
+      Number((await rows('SELECT coalesce(sum(octet_length(output) + 1), 0)::bigint AS n FROM batch_lines WHERE owner_id = $1 AND batch_id = $2 AND outcome = $3', [ownerId, batchId, outcome]))[0]!.n),
     batchOutputPage: async (ownerId, batchId, outcome, after, limit) =>
       (await rows('SELECT line_no, output FROM batch_lines WHERE owner_id = $1 AND batch_id = $2 AND outcome = $3 AND line_no > $4 ORDER BY line_no LIMIT $5', [
         ownerId, batchId, outcome, after, limit,

@@ -180,6 +180,8 @@ export function sqliteBatchQueries(
       );
       return r?.micros === null || r?.micros === undefined ? null : Number(r.micros);
     },
+    batchOutputBytes: async (ownerId, batchId, outcome) =>
+      Number((await get('SELECT coalesce(sum(length(CAST(output AS BLOB)) + 1), 0) AS n FROM batch_lines WHERE owner_id = ? AND batch_id = ? AND outcome = ?', ownerId, batchId, outcome))!.n),
     batchOutputPage: async (ownerId, batchId, outcome, after, limit) =>
       (await all('SELECT line_no, output FROM batch_lines WHERE owner_id = ? AND batch_id = ? AND outcome = ? AND line_no > ? ORDER BY line_no LIMIT ?', ownerId, batchId, outcome, after, limit))
         .map((r) => ({ lineNo: Number(r.line_no), output: String(r.output) })),
