@@ -17,6 +17,9 @@ import type { Store } from '../store/store.ts';
 import { isBatchEndpoint, lineJobOf, type BatchEndpoint } from './batch-lines.ts';
 import { keyTakenLineOf, outputLineOf } from './batch-output.ts';
 
+/** Most lines of a batch created and not yet started (`queued`): a new page waits below it. */
+export const MAX_LINES_AHEAD = 4 * BATCH_PAGE;
+
 /** The maintenance lease's name. */
 export const BATCHES_LEASE = 'batches';
 
@@ -113,9 +116,13 @@ export class BatchRunner {
     if (batch.status === 'cancelling') moved = (await this.#cancelLines(batch, ['queued', 'running', 'unknown'])) || moved;
     if (batch.status === 'finalizing' && expired) moved = (await this.#cancelLines(batch, ['queued'])) || moved;
     if (batch.status === 'validating' || batch.status === 'in_progress') {
-      for (let i = 0; i < (this.#o.pagesPerPass ?? 4) && batch.linesCreated < batch.lineCount; i++) {
+      // Lines are created a little ahead of the executors, not all at once: the lines waiting stay few (each pass reads
+      // them), and past the window the lines never created are never started.
+      let waiting = (await batches.jobIdsInStates(batch, ['queued'], MAX_LINES_AHEAD)).length;
+      for (let i = 0; i < (this.#o.pagesPerPass ?? 4) && batch.linesCreated < batch.lineCount && waiting < MAX_LINES_AHEAD; i++) {
         const n = await batches.createLinesPage(batch, (l) => this.#jobOf(batch, l), (l) => keyTakenLineOf(l.customId, lineKey(batch.id, l.customId)).text);
         if (n === 0) break;
+        waiting += n;
         moved = true;
         this.#o.logger?.debug({ batch_id: batch.id, lines: n }, 'batch lines created');
         batch = (await batches.getBatch(batch.ownerId, batch.id)) ?? batch;
