@@ -111,6 +111,48 @@ CREATE TABLE public.attempts (
     CONSTRAINT attempts_usage_complete CHECK ((((prompt_tokens IS NULL) = (completion_tokens IS NULL)) AND ((prompt_tokens IS NULL) = (total_tokens IS NULL))))
 );
 
+CREATE TABLE public.batch_lines (
+    owner_id text NOT NULL,
+    batch_id text NOT NULL,
+    line_no integer NOT NULL,
+    custom_id text NOT NULL,
+    job_id text,
+    outcome text,
+    output text,
+    CONSTRAINT batch_lines_outcome_check CHECK ((outcome = ANY (ARRAY['output'::text, 'error'::text]))),
+    CONSTRAINT batch_lines_output_iff_outcome CHECK (((outcome IS NULL) = (output IS NULL)))
+);
+
+CREATE TABLE public.batches (
+    owner_id text NOT NULL,
+    id text NOT NULL,
+    idempotency_key text NOT NULL,
+    fingerprint text NOT NULL,
+    input_file_id text NOT NULL,
+    endpoint text NOT NULL,
+    completion_window text NOT NULL,
+    metadata json,
+    status text NOT NULL,
+    line_count integer NOT NULL,
+    lines_created integer DEFAULT 0 NOT NULL,
+    output_file_id text,
+    error_file_id text,
+    errors json,
+    created_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    in_progress_at timestamp with time zone,
+    finalizing_at timestamp with time zone,
+    completed_at timestamp with time zone,
+    failed_at timestamp with time zone,
+    expired_at timestamp with time zone,
+    cancelling_at timestamp with time zone,
+    cancelled_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    CONSTRAINT batches_finished_iff_terminal CHECK (((status = ANY (ARRAY['completed'::text, 'cancelled'::text, 'expired'::text, 'failed'::text])) = (finished_at IS NOT NULL))),
+    CONSTRAINT batches_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
+    CONSTRAINT batches_status_check CHECK ((status = ANY (ARRAY['validating'::text, 'in_progress'::text, 'finalizing'::text, 'completed'::text, 'cancelling'::text, 'cancelled'::text, 'expired'::text, 'failed'::text])))
+);
+
 CREATE TABLE public.callback_signatures (
     signature text NOT NULL,
     attempt_id text NOT NULL,
@@ -126,6 +168,34 @@ CREATE TABLE public.certifications (
     report json NOT NULL,
     verified_at timestamp with time zone NOT NULL,
     CONSTRAINT certifications_contract_fingerprint_check CHECK ((contract_fingerprint ~~ 'sha256:%'::text))
+);
+
+CREATE TABLE public.file_lines (
+    owner_id text NOT NULL,
+    file_id text NOT NULL,
+    line_no integer NOT NULL,
+    custom_id text NOT NULL,
+    url text NOT NULL,
+    route text NOT NULL,
+    line text NOT NULL,
+    CONSTRAINT file_lines_line_no_check CHECK ((line_no >= 1))
+);
+
+CREATE TABLE public.files (
+    owner_id text NOT NULL,
+    id text NOT NULL,
+    purpose text NOT NULL,
+    filename text NOT NULL,
+    bytes bigint DEFAULT 0 NOT NULL,
+    line_count integer DEFAULT 0 NOT NULL,
+    endpoints json DEFAULT '[]'::json NOT NULL,
+    status text NOT NULL,
+    batch_id text,
+    kind text DEFAULT 'upload'::text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT files_kind_check CHECK ((kind = ANY (ARRAY['upload'::text, 'output'::text, 'error'::text]))),
+    CONSTRAINT files_purpose_check CHECK ((purpose = ANY (ARRAY['batch'::text, 'batch_output'::text]))),
+    CONSTRAINT files_status_check CHECK ((status = ANY (ARRAY['uploading'::text, 'processed'::text])))
 );
 
 CREATE TABLE public.job_events (
@@ -169,6 +239,7 @@ CREATE TABLE public.jobs (
     stream_attempt_id text,
     trace_context text,
     keyless_fingerprint text,
+    batch_id text,
     CONSTRAINT jobs_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT jobs_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
     CONSTRAINT jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'unknown'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
@@ -212,11 +283,26 @@ ALTER TABLE ONLY public.attempts
 ALTER TABLE ONLY public.attempts
     ADD CONSTRAINT attempts_pkey PRIMARY KEY (owner_id, id);
 
+ALTER TABLE ONLY public.batch_lines
+    ADD CONSTRAINT batch_lines_pkey PRIMARY KEY (owner_id, batch_id, line_no);
+
+ALTER TABLE ONLY public.batches
+    ADD CONSTRAINT batches_owner_key_unique UNIQUE (owner_id, idempotency_key);
+
+ALTER TABLE ONLY public.batches
+    ADD CONSTRAINT batches_pkey PRIMARY KEY (owner_id, id);
+
 ALTER TABLE ONLY public.callback_signatures
     ADD CONSTRAINT callback_signatures_pkey PRIMARY KEY (signature);
 
 ALTER TABLE ONLY public.certifications
     ADD CONSTRAINT certifications_pkey PRIMARY KEY (provider, model, contract_fingerprint);
+
+ALTER TABLE ONLY public.file_lines
+    ADD CONSTRAINT file_lines_pkey PRIMARY KEY (owner_id, file_id, line_no);
+
+ALTER TABLE ONLY public.files
+    ADD CONSTRAINT files_pkey PRIMARY KEY (owner_id, id);
 
 ALTER TABLE ONLY public.job_events
     ADD CONSTRAINT job_events_pkey PRIMARY KEY (owner_id, id);
@@ -251,11 +337,25 @@ CREATE INDEX attempts_owner_started_idx ON public.attempts USING btree (owner_id
 
 CREATE INDEX attempts_unknown_idx ON public.attempts USING btree (started_at) WHERE (state = 'unknown'::text);
 
+CREATE INDEX batch_lines_pending_idx ON public.batch_lines USING btree (owner_id, batch_id, line_no) WHERE (outcome IS NULL);
+
+CREATE INDEX batches_finished_idx ON public.batches USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
+CREATE INDEX batches_open_idx ON public.batches USING btree (created_at) WHERE (finished_at IS NULL);
+
+CREATE INDEX batches_owner_created_idx ON public.batches USING btree (owner_id, created_at DESC, id DESC);
+
 CREATE INDEX callback_signatures_expiry_idx ON public.callback_signatures USING btree (expires_at);
+
+CREATE INDEX files_uploading_idx ON public.files USING btree (created_at) WHERE (status = 'uploading'::text);
 
 CREATE INDEX job_events_id_idx ON public.job_events USING btree (id);
 
 CREATE INDEX job_events_job_idx ON public.job_events USING btree (owner_id, job_id, id);
+
+CREATE INDEX jobs_batch_idx ON public.jobs USING btree (owner_id, batch_id) WHERE (batch_id IS NOT NULL);
+
+CREATE INDEX jobs_batch_queued_idx ON public.jobs USING btree (created_at, id) WHERE ((state = 'queued'::text) AND (batch_id IS NOT NULL));
 
 CREATE INDEX jobs_finished_idx ON public.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 
@@ -265,7 +365,7 @@ CREATE INDEX jobs_keyless_idx ON public.jobs USING btree (owner_id, keyless_fing
 
 CREATE INDEX jobs_owner_created_idx ON public.jobs USING btree (owner_id, created_at DESC, id DESC);
 
-CREATE INDEX jobs_queued_idx ON public.jobs USING btree (created_at) WHERE (state = 'queued'::text);
+CREATE INDEX jobs_queued_idx ON public.jobs USING btree (created_at) WHERE ((state = 'queued'::text) AND (batch_id IS NULL));
 
 CREATE TRIGGER attempts_spend_release AFTER DELETE ON public.attempts FOR EACH ROW WHEN (((old.reserve_micros IS NOT NULL) AND (old.state = ANY (ARRAY['starting'::text, 'running'::text, 'unknown'::text])))) EXECUTE FUNCTION public.onejob_spend_settle();
 

@@ -71,6 +71,48 @@ CREATE TABLE attempts (
   CONSTRAINT attempts_lease_complete CHECK ((lease_owner IS NULL) = (lease_expires_at IS NULL))
 ) WITHOUT ROWID;
 
+CREATE TABLE batch_lines (
+  owner_id   TEXT    NOT NULL,
+  batch_id   TEXT    NOT NULL,
+  line_no    INTEGER NOT NULL,
+  custom_id  TEXT    NOT NULL,
+  job_id     TEXT,
+  outcome    TEXT    CHECK (outcome IN ('output', 'error')),
+  output     TEXT,
+  PRIMARY KEY (owner_id, batch_id, line_no),
+  CONSTRAINT batch_lines_output_iff_outcome CHECK ((outcome IS NULL) = (output IS NULL))
+);
+
+CREATE TABLE batches (
+  owner_id          TEXT        NOT NULL,
+  id                TEXT        NOT NULL,
+  idempotency_key   TEXT        NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+  fingerprint       TEXT        NOT NULL,
+  input_file_id     TEXT        NOT NULL,
+  endpoint          TEXT        NOT NULL,
+  completion_window TEXT        NOT NULL,
+  metadata          TEXT,
+  status            TEXT        NOT NULL CHECK (status IN ('validating', 'in_progress', 'finalizing', 'completed', 'cancelling', 'cancelled', 'expired', 'failed')),
+  line_count        INTEGER     NOT NULL,
+  lines_created     INTEGER     NOT NULL DEFAULT 0,
+  output_file_id    TEXT,
+  error_file_id     TEXT,
+  errors            TEXT,
+  created_at        INTEGER NOT NULL,
+  expires_at        INTEGER NOT NULL,
+  in_progress_at    INTEGER,
+  finalizing_at     INTEGER,
+  completed_at      INTEGER,
+  failed_at         INTEGER,
+  expired_at        INTEGER,
+  cancelling_at     INTEGER,
+  cancelled_at      INTEGER,
+  finished_at       INTEGER,
+  PRIMARY KEY (owner_id, id),
+  CONSTRAINT batches_owner_key_unique UNIQUE (owner_id, idempotency_key),
+  CONSTRAINT batches_finished_iff_terminal CHECK ((status IN ('completed', 'cancelled', 'expired', 'failed')) = (finished_at IS NOT NULL))
+);
+
 CREATE TABLE callback_signatures (
   signature  TEXT    PRIMARY KEY,
   attempt_id TEXT    NOT NULL,
@@ -87,6 +129,32 @@ CREATE TABLE certifications (
   verified_at          INTEGER NOT NULL,
   PRIMARY KEY (provider, model, contract_fingerprint)
 ) WITHOUT ROWID;
+
+CREATE TABLE file_lines (
+  owner_id  TEXT    NOT NULL,
+  file_id   TEXT    NOT NULL,
+  line_no   INTEGER NOT NULL CHECK (line_no >= 1),
+  custom_id TEXT    NOT NULL,
+  url       TEXT    NOT NULL,
+  route     TEXT    NOT NULL,
+  line      TEXT    NOT NULL,
+  PRIMARY KEY (owner_id, file_id, line_no)
+);
+
+CREATE TABLE files (
+  owner_id    TEXT        NOT NULL,
+  id          TEXT        NOT NULL,
+  purpose     TEXT        NOT NULL CHECK (purpose IN ('batch', 'batch_output')),
+  filename    TEXT        NOT NULL,
+  bytes       INTEGER      NOT NULL DEFAULT 0,
+  line_count  INTEGER     NOT NULL DEFAULT 0,
+  endpoints   TEXT        NOT NULL DEFAULT '[]',
+  status      TEXT        NOT NULL CHECK (status IN ('uploading', 'processed')),
+  batch_id    TEXT,
+  kind        TEXT        NOT NULL DEFAULT 'upload' CHECK (kind IN ('upload', 'output', 'error')),
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (owner_id, id)
+);
 
 CREATE TABLE job_events (
   id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -116,7 +184,7 @@ CREATE TABLE jobs (
   skipped         TEXT    NOT NULL DEFAULT '[]',
   created_at      INTEGER NOT NULL,
   updated_at      INTEGER NOT NULL,
-  finished_at     INTEGER, stream_attempt_id TEXT, trace_context TEXT, keyless_fingerprint TEXT,
+  finished_at     INTEGER, stream_attempt_id TEXT, trace_context TEXT, keyless_fingerprint TEXT, batch_id TEXT,
   PRIMARY KEY (owner_id, id),
   CONSTRAINT jobs_owner_key_unique UNIQUE (owner_id, idempotency_key),
   CONSTRAINT jobs_finished_iff_terminal CHECK ((state IN ('succeeded', 'failed', 'cancelled')) = (finished_at IS NOT NULL)),
@@ -161,9 +229,23 @@ CREATE INDEX attempts_owner_started_idx ON attempts (owner_id, started_at);
 
 CREATE INDEX attempts_unknown_idx ON attempts (started_at) WHERE state = 'unknown';
 
+CREATE INDEX batch_lines_pending_idx ON batch_lines (owner_id, batch_id, line_no) WHERE outcome IS NULL;
+
+CREATE INDEX batches_finished_idx ON batches (finished_at) WHERE finished_at IS NOT NULL;
+
+CREATE INDEX batches_open_idx ON batches (created_at) WHERE finished_at IS NULL;
+
+CREATE INDEX batches_owner_created_idx ON batches (owner_id, created_at DESC, id DESC);
+
 CREATE INDEX callback_signatures_expiry_idx ON callback_signatures (expires_at);
 
+CREATE INDEX files_uploading_idx ON files (created_at) WHERE status = 'uploading';
+
 CREATE INDEX job_events_job_idx ON job_events (owner_id, job_id, id);
+
+CREATE INDEX jobs_batch_idx ON jobs (owner_id, batch_id) WHERE batch_id IS NOT NULL;
+
+CREATE INDEX jobs_batch_queued_idx ON jobs (created_at, id) WHERE state = 'queued' AND batch_id IS NOT NULL;
 
 CREATE INDEX jobs_finished_idx ON jobs (finished_at) WHERE finished_at IS NOT NULL;
 
@@ -175,4 +257,4 @@ CREATE INDEX jobs_keyless_idx ON jobs (owner_id, keyless_fingerprint, finished_a
 
 CREATE INDEX jobs_owner_created_idx ON jobs (owner_id, created_at DESC, id DESC);
 
-CREATE INDEX jobs_queued_idx ON jobs (created_at) WHERE state = 'queued';
+CREATE INDEX jobs_queued_idx ON jobs (created_at) WHERE state = 'queued' AND batch_id IS NULL;

@@ -102,7 +102,10 @@ export async function runServe(o: ServeOptions): Promise<void> {
   // `check` and signed callbacks ask and apply through a reconciler: the executor's, else one of the API's own (not started).
   const reconciler = executor?.reconciler ?? runtime.createReconciler();
   if (!executor?.reconciler) instrumentReconciler(reconciler, metrics);
-  const app = buildApp({ store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor, reconciler, mcp: runtime.mcp });
+  const app = buildApp({
+    store: o.store, config: o.config, logger: o.logger, metrics, eligible: runtime.eligible, executor, reconciler, mcp: runtime.mcp,
+    batches: { onChange: () => runtime.wakeBatches() },
+  });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (error) {
@@ -115,6 +118,8 @@ export async function runServe(o: ServeOptions): Promise<void> {
     instrumentExecutor(executor, metrics);
     instrumentUsage(executor, metrics);
     await executor.start();
+    // Batches (CONTRACT §17) are kept by the processes that run executors.
+    runtime.startBatches(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs });
   } else {
     o.logger.info('serving the API only (--no-executor): run `onejob executor` against the same database');
   }
@@ -222,6 +227,7 @@ export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<voi
       await executor.start();
       ready.push([{ executor: executor.id }, 'executor ready']);
     }
+    if (o.count > 0) runtime.startBatches(o.leaseMs === undefined ? {} : { leaseMs: o.leaseMs });
     if (o.retention ?? true) runtime.startRetention();
   } catch (error) {
     server?.close();

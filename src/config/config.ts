@@ -128,6 +128,8 @@ export interface OnejobConfig {
   readonly keyless: KeylessConfig;
   /** Budgets and limits per owner (CONTRACT §16, docs/limits.md). Default: none. */
   readonly limits: LimitsConfig;
+  /** Batch lines (CONTRACT §17): `maxShare` of an executor's concurrency they may take. Absent: `{ maxShare: 0.5 }`. */
+  readonly batch?: { readonly maxShare: number } | undefined;
   /** API token → owner (a name), or `{ owner, readOnly: true }` for a read-only token (reads and live updates only). */
   readonly apiKeys: Readonly<Record<string, ApiKeyGrant>>;
   readonly providers: Readonly<Record<string, ProviderConfig>>;
@@ -265,6 +267,7 @@ export const CONFIG_FILE_SCHEMA = {
       properties: { mode: { enum: ['reject', 'fingerprint'] }, windowMs: { type: 'integer', minimum: 1, maximum: 2_592_000_000 } },
     },
     limits: LIMITS_SCHEMA,
+    batch: { type: 'object', additionalProperties: false, properties: { maxShare: { type: 'number', minimum: 0, maximum: 1 } } },
     apiKeys: {
       type: 'object',
       propertyNames: { pattern: '^[!-~]+$' },
@@ -447,6 +450,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     executor?: Partial<ExecutorConfig>;
     keyless?: { mode?: KeylessConfig['mode']; windowMs?: number };
     limits?: LimitsConfig;
+    batch?: { maxShare?: number };
     apiKeys?: Record<string, ApiKeyGrant>;
     providers?: Record<string, Record<string, unknown>>;
     routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null; passThrough?: PassThroughKind[] }>;
@@ -572,6 +576,7 @@ export function loadConfig(options: LoadConfigOptions): OnejobConfig {
     chatMaxWaitMs: file.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: file.keyless?.mode ?? 'reject', windowMs: file.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     limits: limitsConfigOf(file.limits),
+    ...(file.batch?.maxShare === undefined ? {} : { batch: { maxShare: file.batch.maxShare } }),
     apiKeys,
     providers,
     routes,
@@ -629,6 +634,7 @@ export function defineConfig(partial: {
   executor?: Partial<ExecutorConfig>;
   keyless?: Partial<KeylessConfig>;
   limits?: LimitsConfig;
+  batch?: { maxShare: number };
   apiKeys?: Record<string, ApiKeyGrant>;
   providers?: Record<string, { type: ProviderType; baseUrl: string; model: string; apiKey?: string | null; timeoutMs?: number; idleTimeoutMs?: number; maxDurationMs?: number | null; [extra: string]: unknown }>;
   routes?: Record<string, { providers: string[]; hedgeAfterMs?: number | null; contract?: string | null; passThrough?: PassThroughKind[] }>;
@@ -662,6 +668,7 @@ export function defineConfig(partial: {
     chatMaxWaitMs: partial.chatMaxWaitMs ?? DEFAULT_CHAT_MAX_WAIT_MS,
     keyless: { mode: partial.keyless?.mode ?? 'reject', windowMs: partial.keyless?.windowMs ?? DEFAULT_KEYLESS_WINDOW_MS },
     limits: limitsConfigOf(partial.limits),
+    ...(partial.batch === undefined ? {} : { batch: { maxShare: partial.batch.maxShare } }),
     apiKeys: { ...(partial.apiKeys ?? {}) },
     providers,
     routes,

@@ -4,7 +4,7 @@
 import { v7 as uuidv7 } from 'uuid';
 
 /** The prefixes of onejob's identifiers. */
-export type IdPrefix = 'job' | 'att' | 'exe' | 'lease' | 'rec';
+export type IdPrefix = 'job' | 'att' | 'exe' | 'lease' | 'rec' | 'batch' | 'file';
 
 /**
  * A new time-ordered identifier with the given prefix.

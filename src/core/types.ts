@@ -62,6 +62,8 @@ export interface Job {
    * duplicate request join the intent's one trace (docs/tracing.md).
    */
   readonly traceContext?: string | null;
+  /** The batch this job is a line of (CONTRACT §17), or null/absent: interactive work. */
+  readonly batchId?: string | null;
 }
 
 /** An attempt: one try of a job on one provider. */

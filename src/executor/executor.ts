@@ -82,6 +82,7 @@ import { isTransientDatabaseError } from '../store/transient-errors.ts';
 import { withAttemptSpan } from '../tracing/tracing.ts';
 import { Reconciler, type ReconcilerOptions } from './reconciler.ts';
 import { watchEndedDoubt } from './ended-doubt-stop.ts';
+import { batchRoom, DEFAULT_BATCH_MAX_SHARE, hedgeAfterMsOf, isBatchLine } from './batch-share.ts';
 import {
   isOwnEarlierSettle, planHandBack, planLeaseAfterCreate, planRecord, planRefusal, planWriteFailure, startAttempt, stepAttempt, streamEndFor,
   type AbortWhy, type AttemptAction, type AttemptEvent, type AttemptState, type HandBackFacts, type LeaseReport, type RecordPlan, type RefusalCode, type UsageSource,
@@ -135,6 +136,8 @@ export interface ExecutorOptions {
   readonly rescueEveryMs?: number;
   /** Most attempts in flight at once. Default 64. */
   readonly concurrency?: number;
+  /** The most of `concurrency` batch lines may take (CONTRACT §17, `batch.maxShare`). Default 0.5. */
+  readonly batchMaxShare?: number;
   /** How long to keep listening for a late answer after the deadline. Default 60 000 ms. */
   readonly lateAnswerGraceMs?: number;
   /** First pause before a failed write is tried again (doubling, jittered, at most 2 s). Default 50 ms. */
@@ -340,6 +343,7 @@ export class Executor {
       leaseMs,
       heartbeatMs: options.heartbeatMs ?? Math.max(50, Math.floor(leaseMs / 3)),
       pollMs: options.pollMs ?? 2_000,
+      batchMaxShare: options.batchMaxShare ?? DEFAULT_BATCH_MAX_SHARE,
       rescueEveryMs: options.rescueEveryMs ?? 5_000,
       concurrency: options.concurrency ?? 64,
       lateAnswerGraceMs: options.lateAnswerGraceMs ?? 60_000,
@@ -524,17 +528,21 @@ export class Executor {
       this.#wakePending = false;
       const room = this.#o.concurrency - this.#inFlight.size - this.#reserved.size;
       let claimed: ClaimedAttempt[] = [];
+      let batchFull = false;
       const sentAt = performance.now();
       if (room > 0) {
         try {
-          claimed = await this.#o.store.claimWork({ leaseOwner: this.id, leaseMs: this.#o.leaseMs, limit: Math.min(room, 32), eligible: this.#o.eligible });
+          const batchLimit = batchRoom(this.#o.concurrency, this.#o.batchMaxShare, [...this.#inFlight.values()].filter((f) => isBatchLine(f.job)).length);
+          claimed = await this.#o.store.claimWork({ leaseOwner: this.id, leaseMs: this.#o.leaseMs, limit: Math.min(room, 32), eligible: this.#o.eligible, batchLimit });
+          // The batch share was the limit: look again when an attempt finishes, as when room was.
+          batchFull = batchLimit > 0 && claimed.filter((c) => isBatchLine(c.job)).length >= batchLimit;
         } catch (e) {
           this.events.emit('error', e);
         }
       }
       for (const c of claimed) this.#run(c, sentAt);
       // Work may be waiting that did not fit: claim again as soon as an attempt finishes.
-      this.#starved = room <= 0 || claimed.length >= Math.min(room, 32);
+      this.#starved = room <= 0 || claimed.length >= Math.min(room, 32) || batchFull;
       if (claimed.length > 0 && claimed.length >= Math.min(room, 32)) continue;
       if (this.#wakePending) continue;
       await new Promise<void>((resolve) => {
@@ -557,7 +565,7 @@ export class Executor {
     const f: InFlight = {
       attempt, job, abort, providerRequestId: attempt.providerRequestId, leaseSureUntil: leasedAt + this.#o.leaseMs, done, io: null,
       log: this.#o.logger?.child({ job_id: job.id, attempt_id: attempt.id, owner: job.ownerId, provider: attempt.provider, attempt: attempt.number }),
-      m: startAttempt({ streaming: isStreamingInput(job.input), hedged: (this.#o.routes[job.route]?.hedgeAfterMs ?? null) !== null, runningMarkDelayMs: this.#o.runningMarkDelayMs }),
+      m: startAttempt({ streaming: isStreamingInput(job.input), hedged: hedgeAfterMsOf(job, this.#o.routes[job.route]?.hedgeAfterMs) !== null, runningMarkDelayMs: this.#o.runningMarkDelayMs }),
     };
     this.#inFlight.set(attempt.id, f);
     this.events.emit('attempt:claimed', c);
@@ -691,7 +699,7 @@ export class Executor {
     // was sent, and a connect that fails is a definite failure (`provider_unreachable`), never a doubt.
     const io: AttemptIo = (f.io = {
       provider, fence: { ownerId: attempt.ownerId, attemptId: attempt.id, leaseOwner: this.id, leaseToken: attempt.leaseToken! },
-      hedgeAfterMs: this.#o.routes[job.route]?.hedgeAfterMs ?? null, idleTimeoutMs: provider.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS,
+      hedgeAfterMs: hedgeAfterMsOf(job, this.#o.routes[job.route]?.hedgeAfterMs), idleTimeoutMs: provider.idleTimeoutMs ?? DEFAULT_PROVIDER_IDLE_TIMEOUT_MS,
       runningWrite: Promise.resolve(), markedUnknown: Promise.resolve(false), doubt: null, streamClaim: Promise.resolve(), writer: null, early: [],
       deadline: undefined, backstop: undefined, runningTimer: undefined, hedgeTimer: undefined, idleTimer: undefined,
     });

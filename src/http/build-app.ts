@@ -46,6 +46,9 @@ import { registerDashboardRoutes } from './routes/dashboard-routes.ts';
 import { MCP_PATH, registerMcpRoutes, type McpRoutesOptions } from './routes/mcp-routes.ts';
 import type { McpUpstreams } from '../providers/mcp/mcp-upstreams.ts';
 import { registerModelRoutes } from './routes/model-routes.ts';
+import { registerBatchRoutes } from './routes/batch-routes.ts';
+import { registerFileRoutes } from './routes/file-routes.ts';
+import type { UploadLimits } from '../batches/file-upload.ts';
 import { withOpenAiError } from './chat-completion.ts';
 import { anthropicErrorOf } from './routes/messages-routes.ts';
 
@@ -55,6 +58,8 @@ const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 export interface BuildAppOptions {
   readonly store: Store;
   readonly config: OnejobConfig;
+  /** Batches (CONTRACT §17): upload limits (default 200 MB, 50,000 lines) and what wakes this process's batch runner. */
+  readonly batches?: { readonly uploadLimits?: UploadLimits | undefined; readonly onChange?: (() => void) | undefined } | undefined;
   /** Where logs go. Default: a silent logger (pass a pino logger to see JSON lines). */
   readonly logger?: Logger | undefined;
   /** Default: the system clock. */
@@ -313,6 +318,8 @@ export function buildApp(options: BuildAppOptions): FastifyInstance {
     registerCertificationRoutes(v1, ctx);
     registerDoubtQueueRoutes(v1, ctx);
     registerModelRoutes(v1, ctx);
+    registerFileRoutes(v1, ctx, options.batches?.uploadLimits);
+    registerBatchRoutes(v1, ctx, options.batches?.onChange);
   });
   // The one /v1/ route that authenticates by signature, not by token (CONTRACT §11): its own scope and hook.
   app.register(async (signed) => {

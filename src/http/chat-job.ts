@@ -197,6 +197,13 @@ function keyMissing(): never {
   throw idempotencyKeyMissing();
 }
 
+/** What a gateway endpoint answers for a failed job: `502 job_failed` with the job's error (also a batch line's, CONTRACT §17). */
+export function jobFailedError(job: Pick<JobWithAttempts, 'id' | 'error'>): OnejobError {
+  return new OnejobError('job_failed', `job ${job.id} failed: ${job.error?.message ?? 'every provider failed'}`, {
+    details: { job_id: job.id, job_error: job.error },
+  });
+}
+
 /** Options of {@link settleChatJob}. */
 export interface SettleChatJobOptions {
   /** The longest the request waits for its job. */
@@ -248,9 +255,7 @@ export async function settleChatJob(
       // A refusal the route passes through is the provider's answer, given as its error (a 400), not a failure of onejob's.
       const refused = passedThroughError(job.error);
       if (refused !== null) throw new OnejobError(refused.code, refused.message, { details: { ...details, ...refused.details } });
-      throw new OnejobError('job_failed', `job ${job.id} failed: ${job.error?.message ?? 'every provider failed'}`, {
-        details: { ...details, job_error: job.error },
-      });
+      throw jobFailedError(job);
     }
     case 'cancelled':
       metrics.chatRequests.inc({ outcome: 'cancelled', replayed });

@@ -50,6 +50,10 @@ export interface SweepOptions {
 /** What one sweep deleted, and the window it used. */
 export interface SweepResult extends DeleteFinishedJobsResult {
   readonly olderThanMs: number;
+  /** Finished batches deleted with their lines and output files (CONTRACT §17). */
+  readonly deletedBatches?: number;
+  /** Files deleted: batches' output files, unused input files, uploads cut short over an hour ago. */
+  readonly deletedFiles?: number;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -126,7 +130,17 @@ export class RetentionSweeper {
           return store.tryMaintenanceLease(lease);
         },
       });
-      return { ...result, olderThanMs };
+      // Batches and their files are kept like jobs (CONTRACT §9, §17; docs/batches.md "Retention").
+      let batchesDeleted = 0;
+      let filesDeleted = 0;
+      for (;;) {
+        if (this.#stopped || !(await store.tryMaintenanceLease(lease))) break;
+        const r = await store.batches.deleteFinished({ olderThanMs, limit: this.#o.batchSize ?? 500 });
+        batchesDeleted += r.batches;
+        filesDeleted += r.files;
+        if (r.batches + r.files === 0) break;
+      }
+      return { ...result, olderThanMs, deletedBatches: batchesDeleted, deletedFiles: filesDeleted };
     } finally {
       await store.releaseMaintenanceLease(lease).catch(() => undefined);
     }

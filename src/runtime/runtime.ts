@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import type { EligibilityCheck } from '../core/job-rules.ts';
 import type { OnejobConfig } from '../config/config.ts';
 import { RetentionSweeper, type RetentionSweeperOptions } from './retention-sweeper.ts';
+import { BatchRunner, type BatchRunnerOptions } from '../batches/batch-runner.ts';
 import { compileRouteContracts, RouteGates } from './route-gates.ts';
 import { checkOutput } from '../contracts/check-output.ts';
 import type { CompiledContract } from '../contracts/compile-contract.ts';
@@ -55,6 +56,7 @@ export class Runtime {
   readonly #gates: RouteGates;
   readonly #executors: Executor[] = [];
   #retention: RetentionSweeper | null = null;
+  #batches: BatchRunner | null = null;
   #offEndedDoubt: (() => void) | null = null;
 
   private constructor(o: RuntimeOptions, providers: Map<string, Provider>, contracts: Map<string, CompiledContract>, mcp: McpUpstreams) {
@@ -118,6 +120,22 @@ export class Runtime {
     return this.#retention;
   }
 
+  /**
+   * Starts this process's batch runner (CONTRACT §17, docs/batches.md): one
+   * process per database keeps the batches at a time (a maintenance lease).
+   * Stopped by {@link close}.
+   */
+  startBatches(options: Partial<Omit<BatchRunnerOptions, 'store' | 'config'>> = {}): BatchRunner {
+    this.#batches ??= new BatchRunner({ store: this.store, config: this.config, logger: this.#logger, ...options });
+    this.#batches.start();
+    return this.#batches;
+  }
+
+  /** Runs a batch pass soon (a batch was created or cancelled in this process). */
+  wakeBatches(): void {
+    this.#batches?.wake();
+  }
+
   /** The run-time contract check of every output. */
   readonly checkOutput: OutputCheck = (route, input, completion) => {
     const contract = this.contracts.get(route);
@@ -137,6 +155,7 @@ export class Runtime {
       logger: this.#logger,
       answerHoldMs: this.config.executor.answerHoldMs,
       maxHeldAnswers: this.config.executor.maxHeldAnswers,
+      ...(this.config.batch ? { batchMaxShare: this.config.batch.maxShare } : {}),
       ...options,
     });
     this.#executors.push(executor);
@@ -164,6 +183,7 @@ export class Runtime {
   async close(graceMs = 10_000): Promise<void> {
     this.#offEndedDoubt?.();
     await this.#retention?.stop();
+    await this.#batches?.stop();
     await Promise.all(this.#executors.map((e) => e.stop(graceMs)));
     await Promise.all([...this.providers.values()].map((p) => p.close()));
     await this.mcp.close();

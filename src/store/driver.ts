@@ -25,6 +25,7 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, 
 import type { AttemptState, JobState } from '../core/states.ts';
 import type { TokenUsage } from '../core/usage.ts';
 import type { InsightQueries } from './insight-queries.ts';
+import type { BatchQueries } from './batch-queries.ts';
 
 /**
  * What a driver's engine can do; core code asks these, never the engine's name. Only what some
@@ -330,7 +331,7 @@ export interface LookupDeferParams {
 export type EventInsertRow = Omit<JobEvent, 'id'>;
 
 /** Named queries. The same object shape serves autocommit use and a transaction. */
-export interface DriverQueries {
+export interface DriverQueries extends BatchQueries {
   /**
    * The database's clock, now (PostgreSQL `clock_timestamp()`, SQLite
    * `unixepoch('subsec')`): the one time every lease, deadline and rescue

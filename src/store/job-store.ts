@@ -7,6 +7,7 @@
  * completion itself is the compare-and-swap of CONTRACT §2 (see
  * `DriverQueries.jobFinish`).
  */
+import { BatchStore } from './batch-store.ts';
 import { EventEmitter } from 'node:events';
 import { systemClock, type Clock } from '../core/clock.ts';
 import { OnejobError } from '../core/errors.ts';
@@ -110,7 +111,11 @@ export class JobStore implements Store {
     this.#databaseClock = options.databaseClock;
     this.#spend = options.spend;
     this.insights = new Insights(driver);
+    this.batches = new BatchStore(driver, this.#clock, newId, () => this.#signalWork());
   }
+
+  /** Files and batches (CONTRACT §17, `store/batch-store.ts`). */
+  readonly batches: BatchStore;
 
   /** The stand-in for the database's clock that one-statement writes pass along (null: the database's own). */
   #clockStandIn(): Date | null {
@@ -515,7 +520,11 @@ export class JobStore implements Store {
       if (attempts.length > 0) await q.eventInsert(attempts.map((a) => event(a, a.id, 'attempt.claimed', now, { executor: p.leaseOwner })));
       if (out.length >= p.limit) return out;
       const gates = new Map<string, EligibilityCheck>();
-      for (const job of await q.jobListQueuedForUpdate(p.limit - out.length)) {
+      const queued = await q.jobListQueuedForUpdate(p.limit - out.length);
+      // Batch lines only after interactive work, and only as many as the executor's batch share has room for.
+      const batchRoom = Math.min(p.limit - out.length - queued.length, p.batchLimit ?? 0);
+      if (batchRoom > 0) queued.push(...await q.jobListQueuedBatchLines(batchRoom, now));
+      for (const job of queued) {
         const existing = await q.attemptListByJob(job.ownerId, job.id);
         let gate = gates.get(job.route);
         if (!gate) gates.set(job.route, (gate = await routingGate(q, gateOf(job.route))));

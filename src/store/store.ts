@@ -7,6 +7,7 @@
  * through this interface; none of them sees SQL.
  */
 import type { OwnerUse } from './driver.ts';
+import type { BatchStore } from './batch-store.ts';
 import type { EligibilityCheck, RetryRequest } from '../core/job-rules.ts';
 import type { AttemptState, JobState } from '../core/states.ts';
 import type { Attempt, AttemptKind, Job, JobEvent, JobWithAttempts, RecordedError, ResolvedBy } from '../core/types.ts';
@@ -275,6 +276,11 @@ export interface ClaimWorkParams {
   readonly limit: number;
   /** The gate of a route, for first attempts (default: every provider eligible). */
   readonly eligible?: ((route: string) => EligibilityCheck) | undefined;
+  /**
+   * At most this many first attempts of batch lines (CONTRACT §17), taken
+   * after interactive work. Default 0: this claim starts no batch line.
+   */
+  readonly batchLimit?: number | undefined;
 }
 
 /**
@@ -347,6 +353,8 @@ export type JobChangeListener = (ownerId: string, jobId: string, state?: JobStat
 /** The store's public surface. */
 export interface Store {
   readonly capabilities: DriverCapabilities;
+  /** Files and batches (CONTRACT §17). */
+  readonly batches: BatchStore;
   /** Applies pending migrations (safe from several processes at once). */
   migrate(): Promise<MigrationResult[]>;
   /** Null while this process can reach its database machinery; else why not (a dead SQLite worker that does not come back): `/healthz` answers 503. */

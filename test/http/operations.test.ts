@@ -117,6 +117,7 @@ describe('operations', () => {
         '/v1/usage', '/v1/limits', '/v1/events', '/v1/jobs/{id}/events', '/v1/certifications', '/v1/doubt',
         '/v1/responses', '/v1/responses/{id}', '/v1/responses/{id}/cancel', '/v1/responses/{id}/input_items',
         '/v1/models', '/v1/models/{id}',
+        '/v1/files', '/v1/files/{id}', '/v1/files/{id}/content', '/v1/batches', '/v1/batches/{id}', '/v1/batches/{id}/cancel',
       ].sort(),
     );
     expect(Object.keys(res.body.components.schemas)).toEqual(expect.arrayContaining(['Job', 'Attempt', 'Problem']));

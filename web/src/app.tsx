@@ -1,6 +1,7 @@
 /** The shell: sign-in, navigation, live updates, and the screens by hash route. */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, createApi, TOKEN_KEY, type Api } from './api.ts';
+import { BatchesScreen } from './batches-screen.tsx';
 import { CertificationsScreen } from './certifications-screen.tsx';
 import { DoubtScreen } from './doubt-screen.tsx';
 import { JobScreen } from './job-screen.tsx';
@@ -46,6 +47,7 @@ function SignIn({ onSignedIn }: { onSignedIn: (token: string) => void }) {
 const NAV = [
   { path: 'jobs', label: 'Jobs' },
   { path: 'doubt', label: 'In doubt' },
+  { path: 'batches', label: 'Batches' },
   { path: 'spend', label: 'Spend' },
   { path: 'certifications', label: 'Certifications' },
 ] as const;
@@ -90,6 +92,7 @@ function Shell({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
   let screen;
   if (section === 'jobs' && route.path[1]) screen = <JobScreen api={api} id={route.path[1]} tick={tick} />;
   else if (section === 'doubt') screen = <DoubtScreen api={api} tick={tick} />;
+  else if (section === 'batches') screen = <BatchesScreen api={api} tick={tick} />;
   else if (section === 'spend') screen = <SpendScreen api={api} tick={tick} />;
   else if (section === 'certifications') screen = <CertificationsScreen api={api} />;
   else screen = <JobsScreen api={api} query={route.query} tick={tick} />;

@@ -97,7 +97,7 @@ CROSS JOIN LATERAL (SELECT jobs.id, jobs.state FROM jobs WHERE jobs.owner_id = r
   },
   listQueuedForUpdate: {
     name: 'onejob_job_list_queued_for_update',
-    text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    text: `SELECT ${JOB_COLUMNS} FROM jobs WHERE state = 'queued' AND batch_id IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`,
   },
 } as const;
 

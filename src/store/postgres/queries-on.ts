@@ -6,6 +6,7 @@ import type { DriverQueries } from '../driver.ts';
 import * as admin from './admin-queries.ts';
 import * as attempts from './attempt-queries.ts';
 import * as callbackSignatures from './callback-signature-queries.ts';
+import { batchQueriesOn } from './batch-queries.ts';
 import * as certifications from './certification-queries.ts';
 import * as events from './event-queries.ts';
 import * as fast from './fast-path-queries.ts';
@@ -19,6 +20,7 @@ import * as streams from './stream-queries.ts';
 /** The named queries over `db`. */
 export function queriesOn(db: Queryable): DriverQueries {
   return {
+    ...batchQueriesOn(db),
     dbNow: () => jobs.dbNow(db),
     jobInsert: (row) => jobs.jobInsert(db, row),
     jobInsertLeased: (row, attempt) => fast.jobInsertLeased(db, row, attempt),

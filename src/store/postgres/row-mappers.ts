@@ -9,7 +9,7 @@ import type { Attempt, AttemptKind, Job, JobEvent, JobEventType, RecordedError, 
 
 /** The columns of `jobs` every job query selects or returns, in one place. */
 export const JOB_COLUMNS =
-  'owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, state, version, completed_by, result, error, skipped, created_at, updated_at, trace_context';
+  'owner_id, id, idempotency_key, fingerprint, route, input, metadata, providers, state, version, completed_by, result, error, skipped, created_at, updated_at, trace_context, batch_id';
 
 /** The columns of `attempts` every attempt query selects or returns. */
 export const ATTEMPT_COLUMNS =
@@ -38,6 +38,7 @@ export interface JobRow {
   created_at: Date;
   updated_at: Date;
   trace_context: string | null;
+  batch_id: string | null;
 }
 
 /** An `attempts` row as selected with {@link ATTEMPT_COLUMNS}. */
@@ -119,6 +120,7 @@ export function jobFromRow(r: JobRow): Job {
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     traceContext: r.trace_context ?? null,
+    batchId: r.batch_id ?? null,
   };
 }
 

@@ -76,7 +76,7 @@ WHERE owner_id = @ownerId AND id = @id AND completed_by IS NULL AND state NOT IN
 export const JOB_STREAM_OWNER = `SELECT stream_attempt_id FROM jobs WHERE owner_id = ? AND id = ?`;
 
 /** SQLite has one writer at a time: the write transaction is the lock, so no SKIP LOCKED is needed. */
-export const JOB_LIST_QUEUED = `SELECT * FROM jobs WHERE state = 'queued' ORDER BY created_at LIMIT ?`;
+export const JOB_LIST_QUEUED = `SELECT * FROM jobs WHERE state = 'queued' AND batch_id IS NULL ORDER BY created_at LIMIT ?`;
 
 /** The database's clock in epoch milliseconds (see `DriverQueries.dbNow`). */
 export const DB_NOW = `SELECT CAST(round(unixepoch('subsec') * 1000) AS INTEGER) AS now`;

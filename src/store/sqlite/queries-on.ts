@@ -13,6 +13,7 @@ import type {
 } from '../driver.ts';
 import * as AD from './admin-queries.ts';
 import * as A from './attempt-queries.ts';
+import { sqliteBatchQueries } from './batch-queries.ts';
 import * as C from './certification-queries.ts';
 import * as CS from './callback-signature-queries.ts';
 import * as E from './event-queries.ts';
@@ -31,6 +32,7 @@ export function queriesOn(exec: (k: Kind, sql: string, args: unknown[]) => Promi
   const all = (sql: string, ...args: unknown[]) => exec('all', sql, args) as Promise<Row[]>;
   const run = (sql: string, ...args: unknown[]) => exec('run', sql, args) as Promise<number>;
   return {
+    ...sqliteBatchQueries(get, all, run),
     dbNow: async () => new Date(Number((await get(J.DB_NOW))!.now)),
     ...scriptedWrites(script),
     jobStates: async (refs) =>

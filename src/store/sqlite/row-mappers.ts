@@ -49,6 +49,7 @@ export function toJob(r: Row): Job {
     createdAt: date(r.created_at)!,
     updatedAt: date(r.updated_at)!,
     traceContext: (r.trace_context as string | null | undefined) ?? null,
+    batchId: (r.batch_id as string | null | undefined) ?? null,
   };
 }
 
