@@ -188,14 +188,21 @@ Examples:
     )
     .action(async (opts: { config?: string; port?: number; host?: string; executor: boolean; leaseMs?: number }) => {
       const loaded = await open(io, opts.config ?? program.opts().config, true);
+      // The logger first: a bad LOG_FORMAT is refused before anything is started that would keep the process alive.
+      const logger = await createCliLogger({ service: 'onejob', env: io.env }).catch(async (e: unknown) => {
+        await loaded.store.close();
+        throw e;
+      });
       const demo = isUnconfigured(loaded.config);
       // The demo's primary calls a fake Responses API served in this process (closed on shutdown).
       const demoPrimary = demo ? await startDemoPrimary() : undefined;
       const config = demoPrimary ? withDemo(loaded.config, `${demoPrimary.url}/v1`) : loaded.config;
-      const logger = await createCliLogger({ service: 'onejob', env: io.env });
       if (!demo) logSqliteEngine(logger, loaded.sqliteEngine);
       const token = Object.keys(config.apiKeys)[0] ?? DEMO_TOKEN;
-      const tracing = await startTracing(io.env, 'onejob');
+      const tracing = await startTracing(io.env, 'onejob').catch(async (e: unknown) => {
+        await demoPrimary?.close();
+        throw e;
+      });
       if (tracing) logger.info({ otlp_traces_url: tracing.tracesUrl }, 'exporting traces');
       // Commands load what only they use (the HTTP app, the executor, the tokenizers of verify) when run:
       // every other command starts without them.

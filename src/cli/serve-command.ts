@@ -93,6 +93,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
   } catch (error) {
     await runtime?.close(0).catch(() => undefined);
     await o.store.close().catch(() => undefined);
+    await o.onClose?.().catch(() => undefined);
     throw error;
   }
   if (Object.keys(o.config.apiKeys).length === 0) o.logger.warn('no API keys configured: every /v1/ request will be 401 (set apiKeys or ONEJOB_API_KEYS)');
@@ -112,6 +113,7 @@ export async function runServe(o: ServeOptions): Promise<void> {
     await app.close().catch(() => undefined);
     await runtime.close(0).catch(() => undefined);
     await o.store.close().catch(() => undefined);
+    await o.onClose?.().catch(() => undefined);
     throw new CliFailure(`cannot listen on ${o.host}:${o.port}: ${(error as Error).message}`, USAGE_EXIT_CODE);
   }
   if (executor) {
@@ -233,6 +235,7 @@ export async function runExecutorProcess(o: ExecutorProcessOptions): Promise<voi
     server?.close();
     await runtime?.close(0).catch(() => undefined);
     await o.store.close().catch(() => undefined);
+    await o.onClose?.().catch(() => undefined);
     throw error;
   }
   const rt = runtime;

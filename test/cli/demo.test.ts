@@ -104,7 +104,7 @@ describe('the demo a new user starts (onejob serve, no config)', () => {
 
   it('a hang becomes unknown, then succeeded by lookup within seconds: the primary speaks the Responses API in background mode', async () => {
     const banner = demo.stderr();
-    expect(banner).toContain('the primary speaks the');
+    expect(banner).toContain('it speaks the');
     expect(banner).toContain('Responses API in background mode, so onejob asks it');
     expect(banner).toContain('resolved_by "lookup"');
     expect(banner).toContain('a plain "openai" provider has nothing to ask');
