@@ -16,6 +16,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { isStillRunningState } from '../src/client/tool-call.ts';
 import type { Violation } from './checker.ts';
 import type { DbSnapshot } from './records.ts';
 import { TOOL_CALLS_FILE, TOOL_EXECUTIONS_FILE, TOOL_ROUTE, type ToolCallEntry, type ToolExecution } from './tool-records.ts';
@@ -99,8 +100,10 @@ export function checkToolCalls(input: ToolCheckInput): { violations: Violation[]
     if (e.op !== 'call') continue;
     const a = e.answer;
     if (a === undefined) continue;
-    note(`tool_answers_${a.kind === 'error' ? `error_${a.code ?? a.rpcCode}` : a.isError ? (a.state === 'unknown' ? 'in_doubt' : 'tool_error') : a.replayed ? 'replayed' : 'fresh'}`);
-    if (a.kind !== 'result' || a.isError) continue;
+    // A result past the server's wait says the job is still running (CONTRACT §15): no success is told, unless it names an execution.
+    const stillRunning = a.kind === 'result' && !a.isError && isStillRunningState(a.state) && a.exec === null;
+    note(`tool_answers_${a.kind === 'error' ? `error_${a.code ?? a.rpcCode}` : a.isError ? (a.state === 'unknown' ? 'in_doubt' : 'tool_error') : stillRunning ? 'still_running' : a.replayed ? 'replayed' : 'fresh'}`);
+    if (a.kind !== 'result' || a.isError || stillRunning) continue;
     const why = unexecuted(a.jobId, e.call, a.exec, a.resolvedBy);
     if (why !== null) violations.push({ kind: 'tool_success_unexecuted', jobId: a.jobId, message: `agent ${e.agent} was told call ${e.call} succeeded (h${e.id}) with ${why}`, excerpt: excerpt(e.call) });
   }

@@ -74,7 +74,12 @@ export interface ToolCallInfo {
 }
 
 /** Job states of an answer that is not the tool's yet (the server's wait ended first). */
-const STILL_RUNNING_STATES = new Set(['queued', 'starting', 'running']);
+const STILL_RUNNING_STATES: ReadonlySet<string> = new Set(['queued', 'starting', 'running']);
+
+/** Whether a tool result's `onejob/state` says the tool has not answered yet (the server's wait ended first). */
+export function isStillRunningState(state: string | null): boolean {
+  return state !== null && STILL_RUNNING_STATES.has(state);
+}
 
 /**
  * What onejob says about a tool result, read from its `_meta`.
@@ -94,7 +99,7 @@ export function toolCallInfo(result: unknown): ToolCallInfo {
     state,
     inDoubt: state === 'unknown' && isRecord(result) && result.isError === true,
     attemptId: str(meta[TOOL_CALL_META.attemptId]),
-    stillRunning: state !== null && STILL_RUNNING_STATES.has(state),
+    stillRunning: isStillRunningState(state),
   };
 }
 

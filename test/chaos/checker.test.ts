@@ -701,6 +701,8 @@ const toolPlants: Record<ToolViolationKind, ((run: ReturnType<typeof cleanToolRu
     (run) => void run.calls.splice(5, 1),
     // A stored success whose result names no execution at all.
     (run) => void (run.db.jobs[1] = { ...run.db.jobs[1]!, result: { content: [{ type: 'text', text: 'charged' }] } }),
+    // A "still running" answer that names an execution the tool server never logged is a success told.
+    (run) => void run.calls.push({ ...run.calls[1]!, id: 22, answer: { kind: 'result', isError: false, jobId: 'job_t1', state: 'running', replayed: false, exec: 'x77', call: 'c1', resolvedBy: null, attemptId: null } }),
   ],
 };
 
@@ -709,6 +711,19 @@ describe('chaos checker: tool calls through /mcp', () => {
     const { violations, notes } = checkToolCalls(cleanToolRun());
     expect(violations).toEqual([]);
     expect(notes).toMatchObject({ tool_executions: 3, tool_intended_calls: 3, tool_answers_in_doubt: 1, tool_answers_replayed: 3, tool_jobs_succeeded: 3 });
+  });
+
+  it('a result past the server\'s wait that says the job is still running tells no success (CONTRACT §15)', () => {
+    const run = cleanToolRun();
+    for (const [i, state] of ['queued', 'starting', 'running'].entries()) {
+      run.calls.push({ ...run.calls[1]!, id: 30 + i, answer: { kind: 'result', isError: false, jobId: 'job_t1', state, replayed: false, exec: null, call: null, resolvedBy: null, attemptId: null } });
+    }
+    const { violations, notes } = checkToolCalls(run);
+    expect(violations).toEqual([]);
+    expect(notes.tool_answers_still_running).toBe(3);
+    // The same answer with a final state is a success that names no execution.
+    run.calls.push({ ...run.calls[1]!, id: 40, answer: { kind: 'result', isError: false, jobId: 'job_t1', state: 'succeeded', replayed: false, exec: null, call: null, resolvedBy: null, attemptId: null } });
+    expect(checkToolCalls(run).violations.map((v) => v.kind)).toEqual(['tool_success_unexecuted']);
   });
 
   it('has planted cases for every tool kind', () => {
