@@ -95,7 +95,8 @@ export class CallbackRelay {
     const count = (status: number): void => {
       sent++;
       statuses[status] = (statuses[status] ?? 0) + 1;
-      if (status !== 401 && status !== 0) accepted++;
+      // Accepted: a 2xx. A 401 is the refusal §15 asks for; 0 (no answer) and 5xx (the cluster down under a fault) changed nothing.
+      if (status >= 200 && status < 300) accepted++;
     };
     for (let i = 0; i < n && this.#kept.length > 0; i++) {
       const d = this.#kept[Math.floor(random() * this.#kept.length)]!;
