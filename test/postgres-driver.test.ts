@@ -165,6 +165,7 @@ describe.skipIf(!reachable)('PostgresDriver', () => {
         createdAt: T0,
         updatedAt: T0,
         traceContext: null,
+        batchId: null,
       });
       expect(Object.keys((job!.input as Record<string, unknown>))).toEqual(['b', 'a', 's']);
       expect(typeof job!.version).toBe('number');
